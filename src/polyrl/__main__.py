@@ -1,0 +1,5 @@
+"""``python -m polyrl`` = the ``polyrl`` command."""
+
+from polyrl.cli import main
+
+main()

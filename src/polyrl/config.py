@@ -1,0 +1,312 @@
+"""Run configuration: pydantic models loaded from YAML.
+
+One ``RunConfig`` describes a whole run. Every section forbids unknown keys, so
+a misspelled key fails at load time with one line naming the file, the dotted
+key path and the reason, e.g.::
+
+    quickstart.yaml: train.lr: must be > 0, got -1
+    my.yaml: train.learning_rat: unknown key (did you mean 'lr'?)
+
+The embedded default (``polyrl/configs/quickstart.yaml``) is what ``polyrl run``
+uses with no arguments. Field docs live in the ``Field(description=...)`` of each
+model, once.
+"""
+
+from __future__ import annotations
+
+import difflib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from polyrl.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RunSection(_Section):
+    """Where and how the run is recorded."""
+
+    name: str = Field("quickstart", description="Run name; the run id is '<name>-<timestamp>'.")
+    out_dir: str = Field("runs", description="Directory that holds run directories.")
+    seed: int = Field(0, description="Global seed for tasks, sampling and init.")
+    time_budget_s: float = Field(
+        0.0, ge=0, description="Stop training after this many seconds (0 = no limit)."
+    )
+
+
+class TinyModelSection(_Section):
+    """A tiny Llama-style model built from a config (no downloads)."""
+
+    hidden_size: int = Field(128, gt=0, description="Width of the residual stream.")
+    num_layers: int = Field(4, gt=0, description="Number of decoder layers.")
+    num_heads: int = Field(4, gt=0, description="Attention heads.")
+    intermediate_size: int = Field(384, gt=0, description="MLP width.")
+    max_position_embeddings: int = Field(1024, gt=0, description="Context length, tokens.")
+    warm_start_s: float = Field(
+        60.0, ge=0, description="Seconds of supervised warm start on easy demonstrations."
+    )
+    warm_start_lr: float = Field(3e-3, gt=0, description="Learning rate of the warm start.")
+    cache_dir: str = Field(
+        "~/.cache/polyrl/models", description="Where built base models are cached."
+    )
+
+
+class ModelSection(_Section):
+    """The base model that is post-trained."""
+
+    kind: Literal["tiny", "hf"] = Field("tiny", description="'tiny' builds one; 'hf' loads one.")
+    path: str = Field("", description="Local directory or hub id when kind='hf'.")
+    tiny: TinyModelSection = Field(default_factory=TinyModelSection)
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="'auto' = bf16 on GPUs that support it, else fp32."
+    )
+    device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
+
+    @model_validator(mode="after")
+    def _hf_needs_path(self) -> ModelSection:
+        if self.kind == "hf" and not self.path:
+            raise ValueError("kind='hf' needs model.path (a local directory or hub id)")
+        return self
+
+
+class RolloutSection(_Section):
+    """How completions are sampled."""
+
+    backend: Literal["hf", "openai", "vllm"] = Field("hf", description="Policy backend.")
+    url: str = Field("", description="Server URL for backend='openai'.")
+    group_size: int = Field(8, ge=1, description="Samples per prompt (G).")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
+    max_new_tokens: int = Field(32, gt=0, description="Max new tokens per model turn.")
+    prefix_reuse: bool = Field(True, description="Prefill the prompt once per group.")
+    max_turns: int = Field(4, ge=1, description="Turn budget of multi-turn episodes.")
+
+
+class DomainEntry(_Section):
+    """One domain in the run's mix."""
+
+    id: str = Field(description="Registered domain id, e.g. 'math/arith-v1'.")
+    weight: float = Field(1.0, ge=0, description="Static mixing weight.")
+    difficulty: list[int] = Field(
+        default_factory=lambda: [1], description="Difficulties (1..5) to sample."
+    )
+
+    @model_validator(mode="after")
+    def _check_difficulty(self) -> DomainEntry:
+        bad = [d for d in self.difficulty if not 1 <= d <= 5]
+        if bad or not self.difficulty:
+            raise ValueError(f"difficulty must be a non-empty list of ints in 1..5, got {bad}")
+        return self
+
+
+class TrainSection(_Section):
+    """The RL update."""
+
+    algorithm: Literal["grpo", "dapo", "dr_grpo"] = Field("grpo", description="Loss family.")
+    steps: int = Field(40, ge=0, description="Optimizer steps.")
+    prompts_per_step: int = Field(16, ge=1, description="Prompts (groups) per step.")
+    lr: float = Field(5e-5, gt=0, description="Learning rate.")
+    kl_coef: float = Field(0.0, ge=0, description="Weight of the KL-to-reference term.")
+    kl_estimator: Literal["k1", "k3"] = Field("k3", description="KL estimator.")
+    clip_eps_low: float = Field(0.2, gt=0, description="Lower PPO clip epsilon.")
+    clip_eps_high: float = Field(0.2, gt=0, description="Upper PPO clip epsilon (DAPO).")
+    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
+        "token-mean", description="How per-token losses are aggregated."
+    )
+    micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    lora: bool = Field(False, description="Train LoRA adapters instead of all weights.")
+    lora_rank: int = Field(8, ge=1, description="LoRA rank.")
+    gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
+    checkpoint_every: int = Field(10, ge=1, description="Checkpoint every k steps.")
+
+
+class CurriculumSection(_Section):
+    """How the domain x difficulty mix evolves."""
+
+    kind: Literal["learning_progress", "static"] = Field("learning_progress")
+    floor: float = Field(0.05, ge=0, lt=1, description="Minimum probability of any domain.")
+    temperature: float = Field(0.5, gt=0, description="Softmax temperature.")
+    exploration_bonus: float = Field(0.1, ge=0, description="Bonus for rarely sampled arms.")
+
+
+class ReplaySection(_Section):
+    """The cross-domain replay buffer."""
+
+    enabled: bool = Field(True)
+    capacity: int = Field(256, ge=1, description="Groups kept.")
+    max_staleness: int = Field(8, ge=0, description="Policy versions a group may lag.")
+    mix_fraction: float = Field(0.25, ge=0, le=1, description="Share of zero-signal groups replaced.")
+
+
+class SandboxSection(_Section):
+    """Where model-written code runs."""
+
+    backend: Literal["bwrap", "process"] = Field(
+        "bwrap", description="'process' has no isolation and must be asked for by name."
+    )
+    preset: str = Field("default", description="Limits preset: strict, default, build.")
+    workers: int = Field(0, ge=0, description="Concurrent executions (0 = CPU count).")
+
+
+class SchedulerSection(_Section):
+    """How rollout/score jobs run."""
+
+    backend: Literal["local", "ray"] = Field("local")
+    workers: int = Field(0, ge=0, description="Worker threads (0 = CPU count).")
+    max_attempts: int = Field(3, ge=1, description="Attempts for transient failures.")
+
+
+class EvalSection(_Section):
+    """Held-out evaluation before and after training."""
+
+    n_per_domain: int = Field(32, ge=1, description="Held-out test tasks per domain.")
+    samples_per_task: int = Field(1, ge=1, description="Samples per task (pass@k needs > 1).")
+    temperature: float = Field(0.0, ge=0, description="0 = greedy.")
+
+
+class RunConfig(_Section):
+    """The whole configuration of a ``polyrl run``."""
+
+    run: RunSection = Field(default_factory=RunSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    rollout: RolloutSection = Field(default_factory=RolloutSection)
+    domains: list[DomainEntry] = Field(default_factory=list)
+    train: TrainSection = Field(default_factory=TrainSection)
+    curriculum: CurriculumSection = Field(default_factory=CurriculumSection)
+    replay: ReplaySection = Field(default_factory=ReplaySection)
+    sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Names of the fields valid at the parent of ``loc`` (for 'did you mean')."""
+    current: Any = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return []
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        current = args[0] if args else ann
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+_ALIASES = {
+    "learning_rate": "lr",
+    "num_steps": "steps",
+    "max_steps": "steps",
+    "batch_size": "prompts_per_step",
+    "num_generations": "group_size",
+    "beta": "kl_coef",
+    "epsilon": "clip_eps_low",
+    "max_tokens": "max_new_tokens",
+}
+
+
+def _suggest(name: str, options: list[str]) -> str | None:
+    """The valid key the user most likely meant, by spelling or by common synonym."""
+    close = difflib.get_close_matches(name, options, n=1)
+    if close:
+        return close[0]
+    aliases = [a for a, target in _ALIASES.items() if target in options]
+    close = difflib.get_close_matches(name, aliases, n=1, cutoff=0.7)
+    return _ALIASES[close[0]] if close else None
+
+
+def _format_error(file: str, err: dict[str, Any], model: type[BaseModel]) -> ConfigError:
+    loc = tuple(p for p in err["loc"])
+    key_path = ".".join(str(p) for p in loc)
+    etype = err["type"]
+    if etype == "extra_forbidden":
+        options = _fields_at(model, loc)
+        close = _suggest(str(loc[-1]), options)
+        hint = f" (did you mean '{close}'?)" if close else f" (valid keys: {', '.join(options)})"
+        return ConfigError(file, key_path, f"unknown key{hint}")
+    msg = err["msg"]
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    msg = msg[0].lower() + msg[1:] if msg else msg
+    msg = msg.replace("input should be ", "must be ")
+    msg = msg.replace("should be ", "must be ")
+    if etype == "missing":
+        return ConfigError(file, key_path, "required key is missing")
+    if "input" in err and etype not in ("model_type", "dict_type", "value_error"):
+        return ConfigError(file, key_path, f"{msg}, got {err['input']!r}")
+    return ConfigError(file, key_path, msg)
+
+
+def config_from_dict(data: Any, file: str = "<config>") -> RunConfig:
+    """Validate ``data`` into a ``RunConfig``.
+
+    Raises:
+        ConfigError: for the first invalid key, naming ``file``, the key path and why.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(file, "", f"top level must be a mapping, got {type(data).__name__}")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise _format_error(file, e.errors()[0], RunConfig) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Load a YAML config (or the embedded quickstart when ``path`` is None).
+
+    Args:
+        path: YAML file path; None = the embedded default.
+        overrides: ``["train.lr=1e-4", "run.seed=3"]`` applied after loading
+            (values parsed as YAML scalars).
+
+    Raises:
+        ConfigError: missing/unreadable file, invalid YAML, or an invalid key.
+    """
+    if path is None:
+        file = "quickstart.yaml"
+        text = resources.files("polyrl.configs").joinpath("quickstart.yaml").read_text()
+    else:
+        p = Path(path)
+        file = p.name
+        if not p.is_file():
+            raise ConfigError(str(p), "", "file not found")
+        text = p.read_text()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ConfigError(file, "", f"{where}invalid YAML ({getattr(e, 'problem', e)})") from None
+    data = data if data is not None else {}
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError("<cli>", item, "override must look like key.path=value")
+        key, value = item.split("=", 1)
+        node = data
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError("<cli>", key, f"'{part}' is not a section")
+        node[parts[-1]] = yaml.safe_load(value)
+    return config_from_dict(data, file)
+
+
+def dump_config(cfg: RunConfig) -> str:
+    """The fully resolved config as YAML text (what ``--print-config`` prints)."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

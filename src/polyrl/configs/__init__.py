@@ -1,0 +1,1 @@
+"""Embedded configs (``quickstart.yaml`` is what ``polyrl run`` runs by default)."""

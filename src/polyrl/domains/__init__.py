@@ -1,0 +1,1 @@
+"""Domains: tasks with verifiable rewards behind one interface, and their registry."""

@@ -1,0 +1,101 @@
+"""Typed errors shared by every polyrl package.
+
+The one rule (STYLE.md, point 3): "wrong" and "broken" never look alike.
+A model that writes bad code earns a low reward; a sandbox, grader or model
+server that fails raises one of the *infrastructure* errors below, which the
+scheduler retries and the trainer records, never turning it into reward 0.0.
+
+Classes are grouped by how the scheduler treats them:
+
+- ``TransientError`` and subclasses: infrastructure faults that may succeed on
+  retry (sandbox could not start, worker died, policy server 5xx/429/408).
+- ``TaskError`` and subclasses: deterministic faults of the task or the model
+  output (parse error, prompt too long); final, never retried.
+- ``ConfigError``: bad user input; reported as one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+
+class PolyrlError(Exception):
+    """Base class of every error polyrl raises on purpose."""
+
+
+class ConfigError(PolyrlError):
+    """A configuration file or value is invalid.
+
+    Args:
+        file: the config file's name (or ``"<cli>"`` for command-line values).
+        key_path: dotted path of the offending key, e.g. ``"train.lr"``.
+        reason: why it is wrong and, where possible, how to fix it.
+
+    ``str(err)`` is the one-line message the CLI prints, e.g.
+    ``quickstart.yaml: train.lr: must be > 0, got -1``.
+    """
+
+    def __init__(self, file: str, key_path: str, reason: str) -> None:
+        self.file = file
+        self.key_path = key_path
+        self.reason = reason
+        where = f"{file}: {key_path}" if key_path else file
+        super().__init__(f"{where}: {reason}")
+
+
+class TransientError(PolyrlError):
+    """An infrastructure failure that may succeed when retried."""
+
+
+class SandboxError(TransientError):
+    """The sandbox itself failed (could not start, lost its child, ...).
+
+    Never raised because the *program* failed: a program that crashes, times
+    out or prints garbage yields a normal ``ExecResult``.
+    """
+
+
+class SandboxUnavailableError(SandboxError):
+    """The requested sandbox backend cannot run on this host.
+
+    The message says why (e.g. user namespaces disabled) and how to fix it.
+    Not retried by the scheduler: the host will not change between attempts.
+    """
+
+
+class WorkerLostError(TransientError):
+    """A worker process died or was OOM-killed while running a job."""
+
+
+class PolicyServerError(TransientError):
+    """A policy server could not be reached or answered 408/429/5xx."""
+
+
+class JobTimeoutError(TransientError):
+    """A job ran past its deadline and was killed by the watchdog."""
+
+
+class PreemptedError(PolyrlError):
+    """A job was preempted or cancelled; it is re-queued, not counted as a failure."""
+
+
+class TaskError(PolyrlError):
+    """A deterministic error of the task or the model's output; never retried."""
+
+
+class ParseError(TaskError):
+    """The model's output could not be parsed into an answer/action."""
+
+
+class PromptTooLongError(TaskError):
+    """The prompt does not fit the policy's context window."""
+
+
+class GraderError(PolyrlError):
+    """A domain's verifier failed (a bug or missing resource in the grader).
+
+    Recorded on the ``Score`` as its error class; never converted to reward 0.0.
+    """
+
+
+def error_class_name(exc: BaseException) -> str:
+    """Return the short class name used to record ``exc`` in scores and job rows."""
+    return type(exc).__name__

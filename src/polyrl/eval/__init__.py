@@ -1,0 +1,1 @@
+"""Eval: per-domain scores with intervals, headroom, and the run report."""

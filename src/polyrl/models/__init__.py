@@ -1,0 +1,1 @@
+"""Models: building tiny models from configs and loading hub/local models."""

@@ -1,0 +1,1 @@
+"""Rollout: policies behind one interface and multi-turn agent episodes."""

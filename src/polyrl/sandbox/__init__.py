@@ -1,0 +1,1 @@
+"""Isolated, limited, recorded execution of model-written code and shell (see issue: Sandbox)."""

@@ -1,0 +1,1 @@
+"""Scheduler: priorities, sliced long jobs, classified retries, durable state."""

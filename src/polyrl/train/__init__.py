@@ -1,0 +1,1 @@
+"""Train: GRPO-family losses, the trainer loop, curriculum, replay, checkpoints."""

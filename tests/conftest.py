@@ -1,0 +1,19 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path of ../shared/data (public data sets); skips the test when absent."""
+    path = Path(os.environ.get("POLYRL_SHARED_DATA", SHARED_DATA))
+    if not path.is_dir():
+        pytest.skip(f"shared data not found at {path}")
+    return path

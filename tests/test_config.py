@@ -1,0 +1,63 @@
+import subprocess
+import sys
+
+import pytest
+
+from polyrl.config import config_from_dict, dump_config, load_config
+from polyrl.errors import ConfigError
+
+
+def test_embedded_quickstart_loads():
+    cfg = load_config()
+    assert cfg.domains, "quickstart must name domains"
+    assert cfg.train.lr > 0
+
+
+def test_unknown_key_names_file_path_and_suggestion(tmp_path):
+    p = tmp_path / "quickstart.yaml"
+    p.write_text("train:\n  learning_rat: 0.1\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value) == "quickstart.yaml: train.learning_rat: unknown key (did you mean 'lr'?)"
+
+
+def test_bad_value_message():
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({"train": {"lr": -1}}, "quickstart.yaml")
+    assert str(e.value) == "quickstart.yaml: train.lr: must be greater than 0, got -1"
+
+
+def test_wrong_type_and_nested_list_paths():
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({"train": {"steps": "many"}}, "a.yaml")
+    assert str(e.value).startswith("a.yaml: train.steps: must be a valid integer")
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({"domains": [{"id": "x", "difficulty": [9]}]}, "a.yaml")
+    assert str(e.value).startswith("a.yaml: domains.0: difficulty must be")
+
+
+def test_invalid_yaml_and_missing_file(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("train: [\n")
+    with pytest.raises(ConfigError, match="bad.yaml: line"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_overrides_and_dump_roundtrip():
+    cfg = load_config(None, ["train.lr=0.001", "run.seed=3"])
+    assert cfg.train.lr == 0.001 and cfg.run.seed == 3
+    import yaml
+
+    again = config_from_dict(yaml.safe_load(dump_config(cfg)))
+    assert again == cfg
+
+
+def test_cli_misspelled_key_is_one_line_exit_2(tmp_path):
+    p = tmp_path / "quickstart.yaml"
+    p.write_text("train:\n  lrr: 0.1\n")
+    r = subprocess.run([sys.executable, "-m", "polyrl", "run", str(p)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "quickstart.yaml: train.lrr: unknown key (did you mean 'lr'?)"
+    assert "Traceback" not in r.stderr
