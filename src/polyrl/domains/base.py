@@ -1,0 +1,208 @@
+"""The one interface every domain implements, and the rubric that composes rewards.
+
+A domain turns a kind of real work into ``Task``s with an automated, verifiable
+reward. It is one small module: data (a loader and/or a seedable generator), a
+parser (extract the answer from a completion) and a rubric (weighted reward
+functions, each logged by name).
+
+Multi-turn domains (terminal, tools episodes) also provide ``env(task)``,
+a Gymnasium-style environment (``reset(*, seed)`` / ``step(action)`` with
+``terminated`` apart from ``truncated``), after Gymnasium's ``core.Env``.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from polyrl.errors import GraderError, PolyrlError, TransientError, error_class_name
+from polyrl.types import Completion, Episode, Score, Task
+
+Answer = Completion | Episode | str
+"""What ``Domain.score`` accepts: a completion, an episode, or raw text."""
+
+
+def answer_text(answer: Answer) -> str:
+    """The text to grade: ``Completion.text``, ``Episode.text``, or the string itself."""
+    if isinstance(answer, str):
+        return answer
+    return answer.text
+
+
+@dataclass(frozen=True)
+class RewardFn:
+    """One named, weighted term of a rubric.
+
+    Attributes:
+        name: component name, logged on every ``Score`` (e.g. ``"tests_passed"``).
+        fn: ``fn(task, parsed) -> float``; ``parsed`` is whatever the domain's
+            parser returned. Terms meant to carry weight return values in [0, 1].
+        weight: weight in the reward sum; 0 = monitored only (logged, not rewarded).
+    """
+
+    name: str
+    fn: Callable[[Task, Any], float]
+    weight: float = 1.0
+
+
+class Rubric:
+    """A weighted sum of reward functions, each logged separately.
+
+    ``reward = sum(w_i * f_i) / sum(w_i)`` over terms with ``w_i > 0``, so the
+    reward stays in [0, 1] when every weighted term does. Terms with weight 0 are
+    computed and logged only. After the rubric design of willccbb/verifiers.
+
+    Raises (from ``score``):
+        GraderError: a reward function raised something other than a polyrl
+            infrastructure error (a grader bug), or returned NaN.
+        TransientError: propagated unchanged (e.g. ``SandboxError``) so the caller
+            can record or retry it.
+    """
+
+    def __init__(self, terms: Sequence[RewardFn]) -> None:
+        if not terms:
+            raise ValueError("a rubric needs at least one reward function")
+        if sum(t.weight for t in terms) <= 0:
+            raise ValueError("a rubric needs at least one term with weight > 0")
+        names = [t.name for t in terms]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate reward names in rubric: {names}")
+        self.terms = list(terms)
+
+    def score(self, task: Task, parsed: Any) -> Score:
+        """Compute every term on ``parsed`` and return the weighted ``Score``."""
+        components: dict[str, float] = {}
+        total = 0.0
+        weight_sum = 0.0
+        for term in self.terms:
+            try:
+                value = float(term.fn(task, parsed))
+            except (TransientError, GraderError):
+                raise
+            except PolyrlError:
+                raise
+            except Exception as e:  # a bug in the grader: never reward 0.0
+                raise GraderError(f"reward '{term.name}' failed on task {task.id}: {e!r}") from e
+            if math.isnan(value):
+                raise GraderError(f"reward '{term.name}' returned NaN on task {task.id}")
+            components[term.name] = value
+            if term.weight > 0:
+                total += term.weight * value
+                weight_sum += term.weight
+        reward = min(1.0, max(0.0, total / weight_sum))
+        return Score(reward=reward, components=components)
+
+
+class Env(abc.ABC):
+    """A multi-turn environment for one task (Gymnasium-style, text actions).
+
+    ``reset`` returns ``(observation, info)``; ``step(action)`` returns
+    ``(observation, reward, terminated, truncated, info)`` where ``reward`` is in
+    [0, 1] and is the episode's reward when ``terminated or truncated``.
+    """
+
+    @abc.abstractmethod
+    def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        """Start (or restart) the episode; returns the first observation."""
+
+    @abc.abstractmethod
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply one model action (a command, a tool call, or a done action)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources (sandbox sessions, temp dirs)."""
+
+    def __enter__(self) -> Env:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Domain(abc.ABC):
+    """A family of tasks with a verifiable reward.
+
+    Class attributes to set:
+        id: versioned id ``"<family>/<name>-v<N>"``, e.g. ``"code/humaneval-v1"``.
+        family: ``"code"``, ``"math"``, ``"finance"``, ``"recall"``, ...
+        description: one line for ``polyrl domains list``.
+        multi_turn: True when episodes go through ``env(task)``.
+        binary: True when the domain has a pass/fail verdict (``Score.passed``; pass@k).
+    """
+
+    id: str = ""
+    family: str = ""
+    description: str = ""
+    multi_turn: bool = False
+    binary: bool = False
+
+    @abc.abstractmethod
+    def tasks(
+        self,
+        split: str,
+        *,
+        difficulty: int | Sequence[int] | None = None,
+        n: int | None = None,
+        seed: int = 0,
+    ) -> Iterator[Task]:
+        """Yield tasks of ``split`` (``"train"`` or ``"test"``; disjoint).
+
+        Args:
+            split: ``"train"`` or ``"test"``.
+            difficulty: keep only these difficulties (1..5); None = all.
+            n: at most this many tasks; None = all (procedural domains need ``n``).
+            seed: seeds generation/order; the same seed yields the same tasks.
+
+        Raises:
+            ValueError: unknown split, or ``n=None`` on an unbounded generator.
+        """
+
+    @abc.abstractmethod
+    def score(self, task: Task, answer: Answer) -> Score:
+        """Grade one completion/episode; deterministic.
+
+        Returns a ``Score`` with ``reward`` in [0, 1] and named components.
+        Infrastructure failures are *not* caught here into reward 0.0: use
+        ``safe_score`` to record them on the Score.
+        """
+
+    def oracle(self, task: Task) -> str:
+        """The reference solution as completion text (default: ``task.reference``)."""
+        return task.reference
+
+    def oracle_actions(self, task: Task) -> list[str]:
+        """For multi-turn domains: the actions that solve ``task`` in ``env(task)``."""
+        return [self.oracle(task)]
+
+    def env(self, task: Task) -> Env:
+        """A fresh environment for ``task`` (multi-turn domains only).
+
+        Raises:
+            NotImplementedError: the domain is single-turn.
+        """
+        raise NotImplementedError(f"{self.id} is single-turn: it has no env()")
+
+    def split_sizes(self) -> dict[str, int | None]:
+        """Number of tasks per split; None = unbounded (procedural generator)."""
+        return {"train": None, "test": None}
+
+    def safe_score(self, task: Task, answer: Answer) -> Score:
+        """``score`` with infrastructure/grader errors recorded on the Score.
+
+        A failure gives ``Score(reward=0.0, error=<class name>, error_message=...)``
+        whose ``ok`` is False: callers must not train on it.
+        """
+        try:
+            return self.score(task, answer)
+        except (TransientError, GraderError) as e:
+            return Score(reward=0.0, error=error_class_name(e), error_message=str(e))
+        except PolyrlError as e:
+            return Score(reward=0.0, error=error_class_name(e), error_message=str(e))
+        except Exception as e:
+            return Score(reward=0.0, error="GraderError", error_message=f"{e!r}")
+
+    def __repr__(self) -> str:
+        return f"<Domain {self.id}>"
