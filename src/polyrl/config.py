@@ -38,6 +38,9 @@ class RunSection(_Section):
     time_budget_s: float = Field(
         0.0, ge=0, description="Stop training after this many seconds (0 = no limit)."
     )
+    torch_threads: int = Field(
+        0, ge=0, description="torch CPU threads (0 = torch's default; tiny models: 1)."
+    )
 
 
 class TinyModelSection(_Section):
@@ -52,6 +55,13 @@ class TinyModelSection(_Section):
         60.0, ge=0, description="Seconds of supervised warm start on easy demonstrations."
     )
     warm_start_lr: float = Field(3e-3, gt=0, description="Learning rate of the warm start.")
+    warm_start_steps: int = Field(
+        0, ge=0, description="Cap on warm-start optimizer steps (0 = time budget only)."
+    )
+    warm_start_batch: int = Field(32, ge=1, description="Demonstrations per warm-start step.")
+    warm_start_demos: int = Field(
+        2000, ge=1, description="Distinct demonstrations generated per domain for the warm start."
+    )
     cache_dir: str = Field(
         "~/.cache/polyrl/models", description="Where built base models are cached."
     )
@@ -114,11 +124,24 @@ class TrainSection(_Section):
     lr: float = Field(5e-5, gt=0, description="Learning rate.")
     kl_coef: float = Field(0.0, ge=0, description="Weight of the KL-to-reference term.")
     kl_estimator: Literal["k1", "k3"] = Field("k3", description="KL estimator.")
+    kl_is_correction: bool = Field(
+        False, description="Multiply the per-token KL by the policy ratio (TRL's bias correction)."
+    )
     clip_eps_low: float = Field(0.2, gt=0, description="Lower PPO clip epsilon.")
     clip_eps_high: float = Field(0.2, gt=0, description="Upper PPO clip epsilon (DAPO).")
-    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
-        "token-mean", description="How per-token losses are aggregated."
+    loss_agg: Literal[
+        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    ] = Field("token-mean", description="How per-token losses are aggregated.")
+    scale_rewards: Literal["auto", "group", "batch", "none"] = Field(
+        "auto", description="Advantage std scaling; 'auto' = 'none' for dr_grpo, else 'group'."
     )
+    dynamic_sampling: bool = Field(
+        True, description="Drop groups whose rewards are all equal (DAPO)."
+    )
+    overlong_buffer_tokens: int = Field(
+        0, ge=0, description="DAPO soft overlong penalty window, tokens (0 = off)."
+    )
+    shared_prefix: bool = Field(True, description="Compute each group's prompt once in training.")
     micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     lora: bool = Field(False, description="Train LoRA adapters instead of all weights.")
@@ -134,6 +157,17 @@ class CurriculumSection(_Section):
     floor: float = Field(0.05, ge=0, lt=1, description="Minimum probability of any domain.")
     temperature: float = Field(0.5, gt=0, description="Softmax temperature.")
     exploration_bonus: float = Field(0.1, ge=0, description="Bonus for rarely sampled arms.")
+    explore_steps: int = Field(
+        10, ge=0, description="Steps over which the temperature decays from explore_temperature."
+    )
+    explore_temperature: float = Field(
+        2.0, gt=0, description="Softmax temperature at step 0 (exploration phase)."
+    )
+    signal: Literal["p1p", "abs_adv"] = Field(
+        "p1p", description="Per-arm signal: mean p(1-p) of groups, or mean |advantage|."
+    )
+    fast_ema: float = Field(0.5, gt=0, le=1, description="Rate of the fast reward average.")
+    slow_ema: float = Field(0.1, gt=0, le=1, description="Rate of the slow reward average.")
 
 
 class ReplaySection(_Section):
@@ -143,6 +177,9 @@ class ReplaySection(_Section):
     capacity: int = Field(256, ge=1, description="Groups kept.")
     max_staleness: int = Field(8, ge=0, description="Policy versions a group may lag.")
     mix_fraction: float = Field(0.25, ge=0, le=1, description="Share of zero-signal groups replaced.")
+    is_clip: float = Field(
+        2.0, gt=0, description="Cap on the importance weight of replayed tokens."
+    )
 
 
 class SandboxSection(_Section):
@@ -169,6 +206,9 @@ class EvalSection(_Section):
     n_per_domain: int = Field(32, ge=1, description="Held-out test tasks per domain.")
     samples_per_task: int = Field(1, ge=1, description="Samples per task (pass@k needs > 1).")
     temperature: float = Field(0.0, ge=0, description="0 = greedy.")
+    difficulty: list[int] = Field(
+        default_factory=list, description="Held-out difficulties (empty = each domain's own)."
+    )
 
 
 class RunConfig(_Section):

@@ -89,6 +89,13 @@ class PromptTooLongError(TaskError):
     """The prompt does not fit the policy's context window."""
 
 
+class ModelCodeError(TaskError):
+    """The model's code raised, or failed the task's tests, in a deterministic way.
+
+    Final: re-running the same code on the same tests gives the same verdict.
+    """
+
+
 class GraderError(PolyrlError):
     """A domain's verifier failed (a bug or missing resource in the grader).
 

@@ -38,7 +38,9 @@ def main() -> None:
     """Console entry point: runs the app; a ``ConfigError`` becomes one line and exit 2."""
     _register()
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
+            sys.exit(rc)  # a typer.Exit(code) raised inside a command (non-standalone click)
     except ConfigError as e:
         err_console.print(f"{e}", highlight=False, soft_wrap=True, markup=False)
         sys.exit(2)

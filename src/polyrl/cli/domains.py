@@ -1,27 +1,107 @@
-"""``polyrl domains list|check``."""
+"""``polyrl domains list|check``.
+
+``list --json`` prints one object ``{"domains": [{"id", "family", "description",
+"splits": {"train": size|null, "test": size|null}}], "skipped": {module: reason}}``
+(size null = unbounded generator; a domain whose data is missing has
+``"splits": null`` and an ``"error"``). ``check ID --json`` prints the
+``CheckReport`` as one JSON object on the last line and exits 1 when not ok.
+"""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import typer
+from rich.console import Console
+from rich.table import Table
 
 from polyrl.cli import app
-from polyrl.cli.common import not_built
+from polyrl.cli.common import fail, log
 
 domains_app = typer.Typer(help="List registered domains and check them.", no_args_is_help=True)
 app.add_typer(domains_app, name="domains")
 
 
+def _row(domain: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": domain.id,
+        "family": domain.family,
+        "description": domain.description,
+        "multi_turn": domain.multi_turn,
+    }
+    try:
+        row["splits"] = dict(domain.split_sizes())
+    except Exception as e:  # missing data: list it, say why
+        row["splits"] = None
+        row["error"] = f"{type(e).__name__}: {e}"
+    return row
+
+
+def _size(value: int | None) -> str:
+    return "unbounded" if value is None else f"{value:,}"
+
+
 @domains_app.command("list")
 def list_(json_: bool = typer.Option(False, "--json", help="One JSON object on stdout.")) -> None:
     """List registered domain ids with their family and split sizes."""
-    not_built("domains list", "issue 4: Domains I")
+    from polyrl.domains import list_domains, skipped
+
+    rows = [_row(d) for d in list_domains()]
+    skipped_sources = skipped()
+    if json_:
+        print(json.dumps({"domains": rows, "skipped": skipped_sources}))
+        return
+    table = Table(title=f"{len(rows)} domains")
+    for col in ("id", "family", "train", "test", "description"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        splits = row["splits"]
+        if splits is None:
+            train, test = "[red]unavailable[/red]", row["error"]
+        else:
+            train, test = _size(splits.get("train")), _size(splits.get("test"))
+        table.add_row(row["id"], row["family"], train, test, row["description"])
+    console = Console()
+    console.print(table)
+    for source, reason in skipped_sources.items():
+        console.print(f"[yellow]skipped[/yellow] {source}: {reason}", highlight=False)
 
 
 @domains_app.command("check")
 def check(
     domain_id: str = typer.Argument(..., help="A registered domain id."),
-    n: int = typer.Option(8, "--n", help="Tasks to check."),
+    n: int = typer.Option(8, "--n", min=1, help="Tasks to check."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the task sample."),
     json_: bool = typer.Option(False, "--json", help="One JSON object on the last line."),
 ) -> None:
     """Oracle scores 1.0, empty scores 0.0, scoring is deterministic."""
-    not_built("domains check", "issue 4: Domains I")
+    from polyrl.domains import UnknownDomainError, check_domain, get_domain
+
+    try:
+        domain = get_domain(domain_id)
+    except UnknownDomainError as e:
+        fail(str(e), code=2)
+    log(f"checking {domain.id} on {n} tasks")
+    report = check_domain(domain, n=n, seed=seed)
+    if json_:
+        print(json.dumps(report.to_dict()))
+    else:
+        table = Table(title=f"domains check {report.id}")
+        table.add_column("check")
+        table.add_column("value")
+        table.add_column("want")
+        table.add_row("tasks", str(report.n), str(n))
+        table.add_row("oracle mean reward", f"{report.oracle_mean:.4f}", "1.0")
+        table.add_row("empty mean reward", f"{report.empty_mean:.4f}", "0.0")
+        table.add_row("garbage mean reward", f"{report.garbage_mean:.4f}", "0.0")
+        table.add_row("deterministic", str(report.deterministic), "True")
+        table.add_row("train/test disjoint", str(report.disjoint), "True (None: one split)")
+        table.add_row("seconds", f"{report.seconds:.2f}", "")
+        console = Console()
+        console.print(table)
+        for problem in report.problems:
+            console.print(f"[red]problem:[/red] {problem}", highlight=False)
+        console.print("[green]ok[/green]" if report.ok else "[red]FAILED[/red]")
+    if not report.ok:
+        raise typer.Exit(1)

@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+from typing import Any
+
 import typer
 
 from polyrl.cli import app
-from polyrl.cli.common import not_built
+from polyrl.cli.common import fail, log
+from polyrl.config import load_config
+from polyrl.errors import ConfigError
+
+
+def _domains(ids: str) -> list[Any]:
+    """Domains for a comma-separated id list (ConfigError naming the bad id)."""
+    from polyrl.domains.registry import get_domain
+
+    out = []
+    for raw in [s.strip() for s in ids.split(",") if s.strip()]:
+        try:
+            out.append(get_domain(raw))
+        except KeyError as e:
+            raise ConfigError("<cli>", "--domains", str(e)) from None
+    if not out:
+        raise ConfigError("<cli>", "--domains", "give at least one domain id")
+    return out
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
 
 
 @app.command("eval")
@@ -13,17 +39,82 @@ def eval_(
     policy: str = typer.Option(..., "--policy", help="hf:PATH, openai:URL#MODEL, vllm:PATH, oracle, samples:FILE."),
     domains: str = typer.Option(..., "--domains", help="Comma-separated domain ids."),
     n: int = typer.Option(0, "--n", help="Tasks per domain (0 = all test tasks)."),
+    samples: int = typer.Option(1, "--samples", help="Samples per task (pass@k for k <= this)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
+    max_tokens: int = typer.Option(512, "--max-tokens", help="Max new tokens per completion."),
+    seed: int = typer.Option(0, "--seed", help="Task-selection and sampling seed."),
+    workers: int = typer.Option(0, "--workers", help="Scoring workers (0 = CPU count)."),
+    results_out: Path | None = typer.Option(
+        None, "--results-out", help="Write one JSON line per sample to this file."),
     json_: bool = typer.Option(False, "--json", help="Print one JSON object on the last line."),
 ) -> None:
     """Score a policy on held-out tasks: mean reward, pass@k and 95% intervals."""
-    not_built("eval", "issue 9: the main job")
+    from polyrl.cli.run import RichHooks
+    from polyrl.eval.evaluate import evaluate
+    from polyrl.eval.summary import write_rows
+    from polyrl.rollout import SamplingParams, make_policy
+    from polyrl.scheduler import Scheduler
+
+    doms = _domains(domains)
+    try:
+        pol = make_policy(policy, domains=doms)
+        sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
+    except ValueError as e:
+        fail(str(e))
+    hooks = RichHooks()
+    hooks.start("eval", None)
+    with Scheduler(workers=workers or (os.cpu_count() or 1), seed=seed) as sched:
+        try:
+            rep = evaluate(pol, doms, n=n, samples=samples, sampling=sampling, seed=seed,
+                           scheduler=sched,
+                           progress=lambda dom, done: hooks.update(done, dom))
+        except ValueError as e:
+            hooks.end()
+            fail(str(e))
+    hooks.end()
+    if results_out is not None:
+        write_rows(results_out, rep.rows)
+        log(f"wrote {len(rep.rows)} rows to {results_out}")
+    for dom, r in rep.domains.items():
+        line = f"{dom:<24} n={r.n:<5} mean={_fmt(r.mean)} [{_fmt(r.ci95[0])}, {_fmt(r.ci95[1])}]"
+        if r.passed is not None:
+            line += f"  passed {r.passed}/{r.n}"
+            line += "".join(f"  {k}={v:.3f}" for k, v in (r.pass_at_k or {}).items())
+        if r.errors:
+            line += f"  errors={r.errors}"
+        typer.echo(line)
+    if json_:
+        typer.echo(json.dumps(rep.to_json()))
 
 
 @app.command()
 def headroom(
-    policy: str = typer.Option(..., "--policy", help="Policy spec (see `polyrl eval`)."),
+    policy: str = typer.Option(..., "--policy", help="hf:PATH, or 'tiny' (the quickstart's base model)."),
     domains: str = typer.Option(..., "--domains", help="Comma-separated domain ids."),
     probe_steps: int = typer.Option(20, "--probe-steps", help="RL steps of the probe per domain."),
+    n: int = typer.Option(64, "--n", help="Held-out tasks per domain."),
+    config: Path | None = typer.Option(
+        None, "--config", help="Hyperparameters of the probe (default: the quickstart)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config key (repeatable)."),
+    json_: bool = typer.Option(False, "--json", help="Print one JSON object on the last line."),
 ) -> None:
     """Baseline vs a short RL probe per domain: which domains repay post-training."""
-    not_built("headroom", "issue 9: the main job")
+    from polyrl.cli.run import RichHooks
+    from polyrl.eval.headroom import headroom as run_headroom
+    from polyrl.eval.headroom import policy_path
+
+    cfg = load_config(config, set_)
+    doms = _domains(domains)
+    hooks = RichHooks()
+    try:
+        path = policy_path(policy, cfg, doms, hooks)
+    except ValueError as e:
+        fail(str(e))
+    ranked = run_headroom(cfg, path, doms, probe_steps=probe_steps, n=n, hooks=hooks)
+    typer.echo(f"{'rank':<5}{'domain':<24}{'baseline':>9}{'probe':>9}{'headroom':>10}  95% CI")
+    for r in ranked:
+        lo, hi = r["headroom_ci95"]
+        typer.echo(f"{r['rank']:<5}{r['domain']:<24}{_fmt(r['baseline']):>9}"
+                   f"{_fmt(r['probe']):>9}{r['headroom']:>+10.3f}  [{lo:+.3f}, {hi:+.3f}]")
+    if json_:
+        typer.echo(json.dumps({"policy": policy, "probe_steps": probe_steps, "domains": ranked}))

@@ -7,10 +7,20 @@ from pathlib import Path
 import typer
 
 from polyrl.cli import app
-from polyrl.cli.common import not_built
+from polyrl.cli.common import fail, log
 
 
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None:
-    """Regenerate report.html and its plots from a run directory alone."""
-    not_built("report", "issue 9: the main job")
+    """Regenerate report.html, summary.md and the plots from a run directory alone.
+
+    Prints the path of report.html on stdout.
+    """
+    from polyrl.eval.report import report as write_report
+
+    try:
+        path = write_report(run_dir)
+    except (FileNotFoundError, ValueError) as e:
+        fail(str(e))
+    log(f"report written: {path}")
+    typer.echo(str(path))

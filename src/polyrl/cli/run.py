@@ -3,12 +3,70 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from polyrl.cli import app
-from polyrl.cli.common import not_built
+from polyrl.cli.common import err_console, fail, log, state
 from polyrl.config import dump_config, load_config
+
+
+class RichHooks:
+    """Pipeline hooks drawing one rich progress bar per stage on stderr (none under --quiet)."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._task: Any = None
+
+    def log(self, message: str) -> None:
+        """Print ``message`` above the bars."""
+        log(message)
+
+    def start(self, stage: str, total: float | None) -> None:
+        """Open a bar for ``stage``."""
+        self.end()
+        if state.quiet:
+            return
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(TextColumn("[bold]{task.description:<18}"), BarColumn(),
+                             TaskProgressColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                             TextColumn("{task.fields[info]}"), console=err_console)
+        self._bar.start()
+        self._task = self._bar.add_task(stage, total=total, info="")
+
+    def update(self, completed: float, info: str = "") -> None:
+        """Move the bar to ``completed``."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=completed, info=info)
+
+    def end(self) -> None:
+        """Close the bar."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _finish(run_dir: Path) -> None:
+    from polyrl.eval.pipeline import RunInterrupted, run_main_job
+
+    try:
+        summary = run_main_job(run_dir, RichHooks())
+    except RunInterrupted as e:
+        err_console.print(f"{e}")
+        raise typer.Exit(130) from None
+    doms = summary["domains"]
+    log(f"done in {summary['wall_s']:.0f} s: {len(summary['improved_domains'])} of {len(doms)} "
+        f"domains improved; report: {run_dir / 'report.html'}")
+    typer.echo(str(run_dir))
 
 
 @app.command()
@@ -22,13 +80,28 @@ def run(
     print_config: bool = typer.Option(
         False, "--print-config", help="Print the fully resolved config and exit."
     ),
+    run_dir: Path | None = typer.Option(
+        None, "--run-dir", help="Write the run here instead of run.out_dir/<name>-<time>."
+    ),
 ) -> None:
-    """Post-train a model with RL across domains (baseline eval, GRPO, eval, report)."""
+    """Post-train a model with RL across domains (baseline eval, GRPO, eval, report).
+
+    Prints the run directory on stdout at the end; Ctrl-C leaves it resumable.
+    """
     cfg = load_config(config, set_)
     if print_config:
         typer.echo(dump_config(cfg), nl=False)
         return
-    not_built("run", "issue 9: the main job")
+    from polyrl.eval.pipeline import new_run
+    from polyrl.eval.setup import resolve_domains
+
+    resolve_domains(cfg)  # unknown ids fail before a directory is made
+    try:
+        path = new_run(cfg, run_dir)
+    except FileExistsError as e:
+        fail(str(e))
+    log(f"run directory: {path}")
+    _finish(path)
 
 
 @app.command()
@@ -36,4 +109,15 @@ def resume(
     run_dir: Path = typer.Argument(..., help="A run directory, e.g. runs/quickstart-20261130-101500."),
 ) -> None:
     """Resume an interrupted run from its last checkpoint and durable job state."""
-    not_built("resume", "issue 9: the main job")
+    from polyrl.eval.pipeline import read_state
+
+    try:
+        st = read_state(run_dir)
+    except FileNotFoundError as e:
+        fail(str(e))
+    if st.get("status") == "done":
+        log(f"{run_dir}: already finished; `polyrl report {run_dir}` regenerates its report")
+        typer.echo(str(run_dir))
+        return
+    log(f"resuming {run_dir} (done: {', '.join(st.get('done', [])) or 'nothing yet'})")
+    _finish(run_dir)

@@ -1,23 +1,86 @@
-"""``polyrl sandbox exec|doctor``."""
+"""``polyrl sandbox exec|doctor``.
+
+``exec --json -- ARGV...`` prints the ExecResult as one JSON object on the last stdout
+line. Exit code 0 when the sandbox worked (whatever the program's own exit code), 1
+when the sandbox itself failed (the JSON then has ``"error"`` set), 2 for bad options.
+``doctor --json`` prints ``{"facts": {...}, "backends": [{"backend", "ok", "detail",
+"startup_ms"}]}`` and exits 1 when the default backend (bwrap) does not work.
+"""
 
 from __future__ import annotations
+
+import dataclasses
+import json
 
 import typer
 
 from polyrl.cli import app
-from polyrl.cli.common import not_built
+from polyrl.cli.common import err_console
 
 sandbox_app = typer.Typer(help="Run commands in the sandbox; probe the host.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 
 
 @sandbox_app.command()
-def doctor() -> None:
+def doctor(json_: bool = typer.Option(False, "--json", help="One JSON object on stdout.")) -> None:
     """Probe which sandbox backends work on this host, and why not."""
-    not_built("sandbox doctor", "issue 3: Sandbox")
+    from polyrl.sandbox.doctor import doctor as run_doctor
+
+    report = run_doctor()
+    if json_:
+        print(json.dumps(dataclasses.asdict(report)))
+    else:
+        for k, v in report.facts.items():
+            print(f"{k:48s} {v}")
+        for b in report.backends:
+            mark = "OK  " if b.ok else "FAIL"
+            ms = f" ({b.startup_ms} ms)" if b.startup_ms is not None else ""
+            print(f"{mark} {b.backend:8s}{ms} {b.detail}")
+    if not report.backends[0].ok:
+        raise typer.Exit(1)
 
 
-@sandbox_app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def exec_(ctx: typer.Context) -> None:
+@sandbox_app.command("exec")
+def exec_(
+    argv: list[str] = typer.Argument(..., help="Command to run (after --)."),
+    backend: str = typer.Option("bwrap", "--backend", help="bwrap | process (no isolation)."),
+    preset: str = typer.Option("default", "--preset", help="strict | default | build."),
+    timeout_s: float = typer.Option(None, "--timeout-s", help="Wall-clock limit, seconds."),
+    memory_mib: int = typer.Option(None, "--memory-mib", help="Address-space limit, MiB."),
+    max_pids: int = typer.Option(None, "--max-pids", help="Processes + threads at once."),
+    network: bool = typer.Option(False, "--network", help="Share the host network."),
+    json_: bool = typer.Option(False, "--json", help="ExecResult as JSON on the last line."),
+) -> None:
     """Run ARGV in the sandbox and print its ExecResult."""
-    not_built("sandbox exec", "issue 3: Sandbox")
+    from polyrl.errors import ConfigError
+    from polyrl.sandbox import Sandbox, resolve_limits
+
+    try:
+        limits = resolve_limits(preset)
+        changes: dict[str, object] = {"network": network}
+        for name, value in (("timeout_s", timeout_s), ("memory_mib", memory_mib),
+                            ("max_pids", max_pids)):
+            if value is not None:
+                changes[name] = value
+        limits = limits.replace(**changes)
+        if timeout_s is not None and "cpu_s" not in changes:
+            limits = limits.replace(cpu_s=max(limits.cpu_s, timeout_s))
+        sb = Sandbox(backend=backend, limits=limits)
+    except ConfigError as e:
+        raise ConfigError("<cli>", e.key_path, e.reason) from e
+    res = sb.run(list(argv), raise_errors=False)
+    code = 1 if res.error else 0
+    if json_:
+        print(json.dumps(res.to_dict()))
+    else:
+        if res.stdout:
+            print(res.stdout, end="" if res.stdout.endswith("\n") else "\n")
+        if res.stderr:
+            err_console.print(res.stderr, markup=False, highlight=False, end="")
+        status = (f"exit_code={res.exit_code} signal={res.signal} limit_hit={res.limit_hit} "
+                  f"wall_s={res.wall_s:.3f} cpu_s={res.cpu_s:.3f} "
+                  f"peak_memory_mib={res.peak_memory_mib:.1f}")
+        if res.error:
+            status = f"sandbox error {res.error}: {res.error_message}"
+        err_console.print(status, markup=False, highlight=False)
+    raise typer.Exit(code)

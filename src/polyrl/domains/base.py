@@ -102,7 +102,13 @@ class Env(abc.ABC):
     ``reset`` returns ``(observation, info)``; ``step(action)`` returns
     ``(observation, reward, terminated, truncated, info)`` where ``reward`` is in
     [0, 1] and is the episode's reward when ``terminated or truncated``.
+
+    ``done_action`` is the action that ends the episode at once, submitting
+    nothing (the shared checker's "empty episode" sends it first); subclasses
+    whose done protocol differs override it.
     """
+
+    done_action: str = "done"
 
     @abc.abstractmethod
     def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:

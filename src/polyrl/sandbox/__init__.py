@@ -1,1 +1,71 @@
-"""Isolated, limited, recorded execution of model-written code and shell (see issue: Sandbox)."""
+"""Isolated, limited, recorded execution of model-written code and shell commands.
+
+Every reward that runs model output goes through here::
+
+    from polyrl.sandbox import Sandbox, Limits, PRESETS, ForkServer, SandboxPool
+    sb = Sandbox()                                   # bwrap backend, "default" preset
+    res = sb.run(["python", "-c", "print(1)"])       # -> polyrl.types.ExecResult
+    res = sb.run_python("print(sum(range(10)))", limits="strict")
+    with sb.session() as s:                          # multi-step episode
+        s.run("mkdir d && cd d"); s.run("pwd")       # -> /workspace/d
+    with ForkServer(preload=["numpy"]) as fs:        # ~100x faster for short Python
+        fs.run_python("import numpy; print(numpy.ones(3).sum())")
+
+Backends: ``bwrap`` (default): bubblewrap with new user, pid, network, ipc and uts
+namespaces, system directories and the Python installation read-only, a
+private writable ``/workspace``, a private size-limited ``/tmp``, no host home, an
+allow-listed environment, ``--die-with-parent``, ``--new-session``, no_new_privs and no
+capabilities; as root, every execution also runs as its own unused host uid.
+``process``: rlimits and a process group only, NO isolation; used only when asked for
+by name. If bwrap cannot start, ``SandboxUnavailableError`` says why and how to fix it;
+polyrl never falls back to running unisolated. ``polyrl sandbox doctor`` probes the host.
+
+Limitations (real hazards, read before trusting a verdict):
+
+- No seccomp filter: the whole kernel syscall surface is reachable; a kernel bug can
+  break out. Namespaces + no capabilities + no_new_privs are the only walls.
+- Limits are rlimits, not cgroups (containers rarely give writable cgroups):
+  ``memory_mib`` caps the address space of *each process* (a tree of processes may
+  use up to ``max_pids`` x ``memory_mib`` resident); ``cpu_s`` is per process too (the
+  wall limit bounds the tree). ``max_pids`` also counts threads. ``peak_memory_mib`` is
+  the largest single process of the tree (``ru_maxrss``), not the sum.
+- ``max_pids`` is exact only as root (each execution gets its own uid). As a normal
+  user RLIMIT_NPROC counts all the user's processes, so polyrl widens it by the number
+  the user already runs: a fork bomb is still stopped, less tightly.
+- ``max_file_mib`` bounds each file and the private ``/tmp``, not the workspace total.
+- ``limit_hit="memory_mib"`` / ``"max_pids"`` are read from the program's own failure
+  message (MemoryError, EAGAIN from fork); the kernel only makes the call fail.
+- bwrap reports "killed by signal N" as exit code 128+N, so a program that *exits*
+  with 129..192 is recorded as killed by a signal (``exit_code=None``).
+- The program runs as pid 1 of its pid namespace (bwrap ``--as-pid-1``, so that its CPU
+  time and peak memory reach ``wait4``): signals it sends *itself* without a handler
+  (``os.kill(os.getpid(), SIGTERM)``, ``raise(SIGABRT)``) are ignored by the kernel;
+  faults (SIGSEGV, SIGFPE...) and the sandbox's own kills work normally.
+- Wall time starts when the program is released, after the sandbox is set up; waiting
+  for admission (at most ``available_cpus()`` executions run at once per process,
+  ``Sandbox(max_concurrency=...)``) is not counted. Setup of the next sandboxes overlaps
+  running programs. Admission is per Python process, not per host.
+- Fork-server executions share one bwrap sandbox and its pid namespace. Each child
+  gets its own user + mount namespace (its workspace at ``/workspace``, a fresh
+  ``/tmp``, exact ``max_pids``) and is not dumpable, so the others cannot reach its
+  files; but ``/proc`` lists the server's processes, and a subprocess it *execs* is
+  dumpable again, so an execution running at the same time could open that
+  subprocess's ``/proc/<pid>/cwd``. Use ``Sandbox.run`` (fresh namespaces per run)
+  where mutually hostile programs run concurrently. Children inherit the server's
+  already-imported modules (``sys.modules``), and ``memory_mib`` is counted on top
+  of the server's inherited address space. Processes left behind by an execution
+  (background or double-forked) are killed when it ends.
+- Session steps are separate executions: cwd and files persist, shell variables and
+  background processes do not.
+- With ``network=True`` the sandbox shares the host network (no filtering).
+"""
+
+from polyrl.sandbox.forkserver import ForkServer
+from polyrl.sandbox.limits import PRESETS, Limits, resolve_limits
+from polyrl.sandbox.pool import SandboxPool, available_cpus
+from polyrl.sandbox.sandbox import Sandbox
+from polyrl.sandbox.session import SandboxSession, Snapshot
+from polyrl.types import ExecResult
+
+__all__ = ["PRESETS", "ExecResult", "ForkServer", "Limits", "Sandbox", "SandboxPool",
+           "SandboxSession", "Snapshot", "available_cpus", "resolve_limits"]

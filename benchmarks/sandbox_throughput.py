@@ -1,0 +1,145 @@
+"""Sandbox throughput on the 164 HumanEval checks: bare vs bwrap vs fork-server, side by side.
+
+Modes, each running every check once with the same concurrency (CPUs available):
+  (a) bare:       ``python -c CHECK`` subprocesses, no isolation at all;
+  (b) bwrap:      ``Sandbox(backend="bwrap").run_python`` (fresh sandboxed interpreter);
+  (c) forkserver: ``ForkServer.run_python`` (warm interpreter in one sandbox, fork per run).
+Prints executions/s and p50/p99 latency per mode (per call, including any wait for
+admission) and the ratios b/a and c/a. With
+``--json`` the last stdout line is one JSON object (keys: bare_per_s, bwrap_per_s,
+forkserver_per_s, ratio_bwrap, ratio_forkserver, p50_ms, p99_ms, all_verdicts_correct, ...).
+
+The modes are interleaved in rounds (a, b, c, a, b, c, ...) so that the load of a shared
+machine affects all three alike.
+
+Usage: python benchmarks/sandbox_throughput.py [--json] [--workers N] [--repeat R] [--rounds K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from polyrl.sandbox import ForkServer, Limits, Sandbox, SandboxPool, available_cpus
+from polyrl.sandbox.humaneval_checks import check_program, load_problems
+
+LIM = Limits(timeout_s=30, cpu_s=20)
+
+
+def _bare(code: str) -> bool:
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    return r.returncode == 0
+
+
+class _Mode:
+    """Accumulates one mode's executions over the interleaved rounds."""
+
+    def __init__(self, name: str, fn: Callable[[str], bool]) -> None:
+        self.name, self.fn = name, fn
+        self.latencies: list[float] = []
+        self.wall_s = 0.0
+        self.correct = 0
+        self.executions = 0
+
+    def run(self, programs: list[str], workers: int) -> None:
+        def one(code: str) -> bool:
+            t0 = time.perf_counter()
+            ok = self.fn(code)
+            self.latencies.append(time.perf_counter() - t0)
+            return ok
+
+        t0 = time.perf_counter()
+        with SandboxPool(workers=workers) as pool:
+            verdicts = pool.map(one, programs)
+        self.wall_s += time.perf_counter() - t0
+        self.correct += sum(verdicts)
+        self.executions += len(programs)
+
+    def row(self) -> dict:
+        lat = sorted(self.latencies)
+        return {
+            "mode": self.name,
+            "executions": self.executions,
+            "wall_s": round(self.wall_s, 3),
+            "per_s": round(self.executions / self.wall_s, 2),
+            "p50_ms": round(statistics.median(lat) * 1000, 2),
+            "p99_ms": round(lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1000, 2),
+            "correct": self.correct,
+        }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="last line: one JSON object")
+    ap.add_argument("--workers", type=int, default=0, help="concurrency (0 = CPUs)")
+    ap.add_argument("--repeat", type=int, default=1, help="times each check runs per mode")
+    ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds of the modes")
+    ap.add_argument("--in-flight", type=int, default=0,
+                    help="calls submitted at once in mode b (0 = 2 x workers); at most "
+                    "`workers` programs run at once, the bwrap backend sets the next sandboxes "
+                    "up meanwhile; modes a and c always have `workers` in flight")
+    args = ap.parse_args()
+    workers = args.workers or available_cpus()
+    programs = [check_program(p) for p in load_problems()] * args.repeat
+
+    sb = Sandbox(backend="bwrap", limits=LIM, max_concurrency=workers)
+    t0 = time.perf_counter()
+    fs = ForkServer(limits=LIM, workers=workers)
+    fs.run_python("pass")
+    fs_start_ms = (time.perf_counter() - t0) * 1000
+    try:
+        sb.run_python("pass")  # builds the host view once, outside the timing
+        _bare("pass")
+        modes = [
+            _Mode("bare", _bare),
+            _Mode("bwrap", lambda c: sb.run_python(c).exit_code == 0),
+            _Mode("forkserver", lambda c: fs.run_python(c).exit_code == 0),
+        ]
+        # interleave the modes in rounds so that load changes on a shared machine hit
+        # all three alike
+        step = -(-len(programs) // args.rounds)
+        for i in range(0, len(programs), step):
+            for mode in modes:
+                # only bwrap has setup to overlap with running programs; for bare and the
+                # fork-server, `workers` in flight is their best (more only queues)
+                in_flight = (args.in_flight or 2 * workers) if mode.name == "bwrap" else workers
+                mode.run(programs[i:i + step], in_flight)
+        rows = [m.row() for m in modes]
+    finally:
+        fs.close()
+    by = {r["mode"]: r for r in rows}
+    print(f"{len(programs)} HumanEval checks per mode, {workers} running at a time, "
+          f"{args.rounds} interleaved rounds "
+          f"(fork-server start {fs_start_ms:.0f} ms)")
+    print(f"{'mode':12s} {'exec/s':>9s} {'p50 ms':>9s} {'p99 ms':>9s} {'correct':>9s}")
+    for r in rows:
+        print(f"{r['mode']:12s} {r['per_s']:9.1f} {r['p50_ms']:9.1f} {r['p99_ms']:9.1f} "
+              f"{r['correct']:5d}/{r['executions']}")
+    ratio_b = by["bwrap"]["per_s"] / by["bare"]["per_s"]
+    ratio_c = by["forkserver"]["per_s"] / by["bare"]["per_s"]
+    print(f"ratio bwrap/bare = {ratio_b:.2f} (target >= 0.8); "
+          f"forkserver/bare = {ratio_c:.2f} (target >= 10)")
+    out = {
+        "executions_per_mode": len(programs),
+        "workers": workers,
+        "bare_per_s": by["bare"]["per_s"],
+        "bwrap_per_s": by["bwrap"]["per_s"],
+        "forkserver_per_s": by["forkserver"]["per_s"],
+        "ratio_bwrap": round(ratio_b, 3),
+        "ratio_forkserver": round(ratio_c, 3),
+        "p50_ms": {m: by[m]["p50_ms"] for m in by},
+        "p99_ms": {m: by[m]["p99_ms"] for m in by},
+        "forkserver_start_ms": round(fs_start_ms, 1),
+        "all_verdicts_correct": all(r["correct"] == r["executions"] for r in rows),
+    }
+    if args.json:
+        print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""``code/gen-v1``: procedurally generated Python functions, difficulty 1..5, with an oracle.
+
+Tasks are drawn from ``gen_templates``; the expected output of every test comes from
+the reference solution (trusted, run in-process); candidates run in the sandbox.
+Train and test are disjoint by content: a task belongs to the test split when the
+hash of its prompt falls in the test bucket (1 in 5), so no prompt is in both.
+
+Reward (dense, for small policies): ``0.8 * tests_passed + 0.1 * compiled +
+0.1 * output_closeness``; ``compiled`` counts only when the module defines the
+function, and ``output_closeness`` is the mean over tests of 1 for a pass, else
+``1 / (1 + |out - expected| / (1 + |expected|))`` for a numeric output, else 0.
+``Score.passed`` is True when every test passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from polyrl.domains.base import RewardFn, Rubric
+from polyrl.domains.code.domain import (
+    CodeDomain,
+    Graded,
+    _all_passed,
+    _compiled,
+    _lint,
+    _tests_passed,
+)
+from polyrl.domains.code.gen_templates import TEMPLATES, Problem
+from polyrl.domains.code.runner import encode
+from polyrl.types import Task
+
+TEST_BUCKETS = 5
+"""One prompt hash bucket in this many is the test split."""
+
+
+def _closeness(task: Task, g: Graded) -> float:
+    cases = task.metadata["cases"]
+    total = 0.0
+    for i, ok in enumerate(g.report.passed):
+        if ok:
+            total += 1.0
+            continue
+        num = g.report.numbers[i] if i < len(g.report.numbers) else None
+        expected = cases[i][1]
+        if num is not None and isinstance(expected, int | float) and not isinstance(
+                expected, bool):
+            total += 1.0 / (1.0 + abs(num - expected) / (1.0 + abs(expected)))
+    return total / len(g.report.passed) if g.report.passed else 0.0
+
+
+def gen_rubric() -> Rubric:
+    """The dense rubric of ``code/gen-v1`` (see the module docstring)."""
+    return Rubric([
+        RewardFn("tests_passed", _tests_passed, 0.8),
+        RewardFn("compiled", _compiled, 0.1),
+        RewardFn("output_closeness", _closeness, 0.1),
+        RewardFn("all_passed", _all_passed, 0.0),
+        RewardFn("lint_warnings", _lint, 0.0),
+    ])
+
+
+def _call(args: tuple[Any, ...]) -> str:
+    return "f(" + ", ".join(repr(a) for a in args) + ")"
+
+
+def build_task(problem: Problem, difficulty: int, split: str, domain_id: str) -> Task:
+    """Turn a ``Problem`` into a ``Task`` (runs the trusted reference for expected outputs)."""
+    ns: dict[str, Any] = {}
+    exec(compile(problem.prompt_code + problem.reference, "<reference>", "exec"), ns)  # noqa: S102
+    fn = ns["f"]
+    cases = [[encode(tuple(args)), encode(fn(*args))] for args in problem.inputs]
+    shown = "\n".join(
+        f"{_call(args)} == {fn(*args)!r}" for args in problem.inputs[: problem.shown])
+    text = (problem.spec + "\n" if problem.spec else "") + shown + "\n" + problem.prompt_code
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return Task(
+        id=f"gen-d{difficulty}-{digest[:12]}", domain=domain_id, split=split,
+        difficulty=difficulty, prompt=[{"role": "user", "content": text}],
+        reference=problem.reference,
+        metadata={"prompt_code": problem.prompt_code, "entry_point": "f", "kind": "io",
+                  "cases": cases, "n_tests": len(cases), "stop": problem.stop,
+                  "per_test_timeout_s": 4.0 if difficulty == 5 else 1.0},
+    )
+
+
+def task_split(task: Task) -> str:
+    """``"test"`` when the prompt's hash falls in the test bucket, else ``"train"``."""
+    digest = hashlib.sha256(task.prompt[0]["content"].encode()).digest()
+    return "test" if digest[0] % TEST_BUCKETS == 0 else "train"
+
+
+class CodeGenDomain(CodeDomain):
+    """Procedural Python functions (unbounded; ``tasks`` needs ``n``).
+
+    Difficulty 1-2 prompts are at most ~120 bytes and their references at most ~24
+    bytes (a one-line expression continuing ``def f(x): return ``); 5 needs an
+    efficient algorithm to pass a large test within the per-test time limit.
+    """
+
+    id = "code/gen-v1"
+    description = "Procedural Python functions judged by unit tests (difficulty 1..5)"
+
+    def __init__(self, rubric: Rubric | None = None) -> None:
+        super().__init__(rubric or gen_rubric())
+
+    def tasks(self, split: str, *, difficulty: int | Sequence[int] | None = None,
+              n: int | None = None, seed: int = 0) -> Iterator[Task]:
+        """Yield ``n`` tasks of ``split``, difficulties cycling through ``difficulty``.
+
+        Raises:
+            ValueError: unknown split, ``n`` is None, or a difficulty outside 1..5.
+        """
+        if split not in ("train", "test"):
+            raise ValueError(f"unknown split {split!r}: expected 'train' or 'test'")
+        if n is None:
+            raise ValueError(f"{self.id} is procedural: pass n (number of tasks)")
+        levels = [difficulty] if isinstance(difficulty, int) else list(difficulty or range(1, 6))
+        bad = [d for d in levels if d not in TEMPLATES]
+        if bad or not levels:
+            raise ValueError(f"difficulty must be in 1..5, got {levels}")
+        rng = random.Random(f"{self.id}/{split}/{seed}")
+        made = 0
+        attempts = 0
+        while made < n:
+            level = levels[made % len(levels)]
+            task = build_task(TEMPLATES[level](rng), level, split, self.id)
+            attempts += 1
+            if task_split(task) != split:
+                if attempts > 1000 * (n + 1):
+                    raise RuntimeError(f"{self.id}: cannot draw {split} tasks at {level}")
+                continue
+            made += 1
+            yield task

@@ -1,0 +1,188 @@
+"""Run a candidate solution against its tests in the sandbox, in one execution.
+
+The in-sandbox program is ``runner.py`` (sent as source text); this module builds
+its JSON payload, runs it through a shared ``polyrl.sandbox.ForkServer`` (a warm
+interpreter that forks one child per execution) and parses the per-test verdicts.
+
+"Wrong" and "broken" never look alike: a candidate that crashes, loops, exits or
+prints garbage yields a normal ``TestReport`` (its unreported tests count as
+failed); a sandbox that fails to run at all raises ``SandboxError``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from polyrl.errors import SandboxError
+from polyrl.types import ExecResult
+
+RUNNER_SOURCE = (Path(__file__).parent / "runner.py").read_text()
+"""Source of the in-sandbox test runner (stdlib only)."""
+
+PRELOAD = ["json", "ast", "copy", "math", "signal", "io", "re", "collections", "itertools",
+           "functools", "heapq", "bisect", "string", "typing", "hashlib", "statistics"]
+"""Modules the fork server imports once so each forked test run starts warm."""
+
+TOTAL_TIMEOUT_S = 60.0
+"""Wall-clock cap (seconds) of one execution (all tests of one task together); below it
+the cap is ``2 + (3 * per_test_timeout_s + 1) * (n_tests + 1)`` (each test's wall backstop)."""
+
+_lock = threading.Lock()
+_servers: dict[int, Any] = {}
+
+
+@dataclass
+class TestReport:
+    """Verdicts of one execution of a candidate against all tests of one task.
+
+    Attributes:
+        compiled: the solution module ran and defined a callable entry point.
+        compile_error: why not, when ``compiled`` is False ("" otherwise).
+        passed: (n_tests,) per-test verdicts, in test order; unreported = False.
+        errors: (n_tests,) per-test failure message ("" when passed).
+        outputs: (n_tests,) decoded return values in record mode, else empty.
+        numbers: (n_tests,) numeric return values (float) in compare mode, None where
+            the output was not a finite number or the test did not report.
+        exec_result: the sandbox's record of the execution.
+    """
+
+    compiled: bool
+    compile_error: str
+    passed: list[bool]
+    errors: list[str]
+    outputs: list[Any] = field(default_factory=list)
+    numbers: list[float | None] = field(default_factory=list)
+    exec_result: ExecResult | None = None
+
+    @property
+    def fraction(self) -> float:
+        """Fraction of tests passed, in [0, 1] (0.0 when there are no tests)."""
+        return sum(self.passed) / len(self.passed) if self.passed else 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        """True when the solution compiled and every test passed."""
+        return self.compiled and bool(self.passed) and all(self.passed)
+
+
+def _fork_server(index: int = 0) -> Any:
+    """The process-wide ForkServer number ``index`` (created on first use; thread-safe).
+
+    Server 1 exists only to re-run a canonical solution under another interpreter,
+    hence another string-hash seed, to find set-order-dependent outputs.
+    """
+    from polyrl.sandbox import ForkServer  # sandbox sits left of domains
+
+    with _lock:
+        server = _servers.get(index)
+        if server is None:
+            server = ForkServer(preload=PRELOAD, limits="default")
+            _servers[index] = server
+        return server
+
+
+def execute(code: str, stdin: str, timeout_s: float, server_index: int = 0) -> ExecResult:
+    """Run ``code`` with ``stdin`` in the fork-server sandbox, ``timeout_s`` wall/CPU cap.
+
+    Raises:
+        SandboxError: the sandbox itself failed (raised by the fork server, or
+            ``ExecResult.error`` was set).
+    """
+    server = _fork_server(server_index)
+    limits = server.limits.replace(timeout_s=timeout_s, cpu_s=timeout_s)
+    result = server.run_python(code, stdin=stdin, limits=limits)
+    if result.error is not None:
+        raise SandboxError(f"sandbox failed running tests: {result.error}: "
+                           f"{result.error_message}")
+    return result
+
+
+def run_tests(
+    solution: str,
+    *,
+    entry_point: str,
+    kind: str,
+    n_tests: int,
+    test_module: str = "",
+    cases: list[Any] | None = None,
+    atol: float = 0.0,
+    record: bool = False,
+    unordered: bool = False,
+    per_test_timeout_s: float = 3.0,
+    server_index: int = 0,
+) -> TestReport:
+    """Run ``solution`` against its tests in one sandboxed execution.
+
+    Args:
+        solution: Python source of the candidate module.
+        entry_point: the function under test.
+        kind: ``"statements"`` (``test_module`` defines ``check(candidate)``) or
+            ``"io"`` (``cases`` = ``[[args_tagged, expected_tagged], ...]``).
+        n_tests: how many tests the task has (tests not reported count as failed).
+        atol: absolute float tolerance for "io" outputs (0 = 1e-6).
+        record: "io" only: return each output in ``outputs`` instead of comparing.
+        unordered: "io" only: also accept a list/tuple output whose set is the expected's.
+        per_test_timeout_s: CPU seconds per test (SIGPROF inside the sandbox; wall
+            backstop ``3 * per_test_timeout_s + 1``).
+        server_index: which fork server runs it (1 = a second interpreter).
+
+    Returns:
+        A ``TestReport`` with ``len(passed) == n_tests``.
+
+    Raises:
+        SandboxError: the sandbox failed to run the program.
+    """
+    marker = "@@polyrl-" + secrets.token_hex(8)
+    payload = {
+        "marker": marker, "solution": solution, "kind": kind, "entry_point": entry_point,
+        "test_module": test_module, "cases": cases or [], "atol": atol, "record": record,
+        "unordered": unordered,
+        "per_test_timeout_s": per_test_timeout_s,
+    }
+    timeout_s = min(TOTAL_TIMEOUT_S, 2.0 + (3 * per_test_timeout_s + 1) * (n_tests + 1))
+    result = execute(RUNNER_SOURCE, json.dumps(payload), timeout_s, server_index)
+    return parse_report(result, marker, n_tests)
+
+
+def parse_report(result: ExecResult, marker: str, n_tests: int) -> TestReport:
+    """Turn the runner's marked stdout lines into a ``TestReport`` of ``n_tests`` tests."""
+    from polyrl.domains.code.runner import decode
+
+    compiled = False
+    compile_error = "no result: the program died before the solution ran"
+    if result.limit_hit:
+        compile_error = f"no result: limit {result.limit_hit} hit"
+    passed = [False] * n_tests
+    errors = ["not run"] * n_tests
+    outputs: list[Any] = [None] * n_tests
+    numbers: list[float | None] = [None] * n_tests
+    record = False
+    for line in result.stdout.splitlines():
+        if not line.startswith(marker + " "):
+            continue
+        try:
+            event = json.loads(line[len(marker) + 1:])
+        except json.JSONDecodeError:
+            continue  # a line cut by the output limit
+        if event.get("event") == "compiled":
+            compiled = bool(event["ok"])
+            compile_error = event.get("error", "")
+        elif event.get("event") == "test":
+            i = int(event["i"])
+            if 0 <= i < n_tests:
+                passed[i] = bool(event["ok"])
+                errors[i] = event.get("error", "")
+                if "num" in event:
+                    numbers[i] = float(event["num"])
+                if "out" in event:
+                    record = True
+                    outputs[i] = decode(event["out"])
+    if result.limit_hit:
+        errors = [e if e != "not run" else f"not run: {result.limit_hit} hit" for e in errors]
+    return TestReport(compiled, compile_error, passed, errors, outputs if record else [],
+                      numbers, result)

@@ -1,0 +1,138 @@
+"""Exact match and numeracy-focused F1 of financial answers, with scales and tolerance.
+
+Semantics follow TAT-QA's evaluation (Zhu et al., "TAT-QA", arXiv:2105.07624), which
+extends DROP's (Dua et al., arXiv:1903.00161): answers are bags of items; a text
+item scores the token F1 of its words, but 0 when the numbers in it differ; items
+are aligned one-to-one (Hungarian) and the bag F1 is ``2PR/(P+R)`` over the aligned
+item scores; exact match (EM) needs every item matched exactly and the same count.
+
+Numbers carry a scale. A gold number ``g`` in scale ``G`` (TAT-QA's ``scale``:
+thousand, million, billion, percent) matches a predicted ``p`` when:
+    - ``p`` states a scale ``S``: ``p * S`` is close to ``g * G`` (percent: ``p`` to ``g``);
+    - ``p`` states none: ``p`` is close to ``g`` (same units as the document) or to
+      ``g * G`` (absolute units); for a percent gold also ``100 * p`` to ``g``, so
+      ``0.123`` matches ``12.3%``.
+"Close" means ``|p - g| <= rel_tol * |g|``, or ``p`` rounded to the gold's written
+decimals equals the gold (golds are rounded: ``2.94`` matches a gold ``2.9``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from polyrl.domains.finance.answer import SCALES, Value, parse_value
+
+DEFAULT_REL_TOL = 1e-3
+"""Default relative tolerance of numeric matches."""
+
+_ARTICLES = {"a", "an", "the"}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One answer item: a number (``value`` set) or text (``tokens``)."""
+
+    text: str
+    value: Value | None
+    tokens: tuple[str, ...]
+
+
+def tokens(text: str) -> tuple[str, ...]:
+    """Lower-case words and numbers of ``text`` (commas in numbers dropped, no articles)."""
+    text = re.sub(r"(?<=\d),(?=\d{3})", "", text.lower())
+    toks = re.findall(r"\d+(?:\.\d+)?|[a-z]+", text)
+    return tuple(t for t in toks if t not in _ARTICLES)
+
+
+def make_item(text: str, scale: str = "") -> Item:
+    """An ``Item`` of ``text``; a gold number without its own scale gets ``scale``."""
+    value = parse_value(text)
+    if value is not None and not value.scale and scale:
+        value = Value(value.value, scale, value.decimals)
+    return Item(text, value, tokens(text))
+
+
+def _close(p: float, g: float, decimals: int, rel_tol: float) -> bool:
+    if abs(p - g) <= rel_tol * abs(g) + 1e-9:
+        return True
+    return decimals > 0 and round(p, decimals) == round(g, decimals)
+
+
+def numbers_match(pred: Value, gold: Value, rel_tol: float = DEFAULT_REL_TOL) -> bool:
+    """True when ``pred`` states ``gold`` (scales handled as in the module docstring)."""
+    g, d, gs = gold.value, gold.decimals, gold.scale
+    if pred.scale == "percent" or gs == "percent":
+        if pred.scale == "percent":
+            return _close(pred.value, g, d, rel_tol) if gs in ("percent", "") else False
+        if pred.scale:
+            return False
+        return _close(pred.value, g, d, rel_tol) or _close(100 * pred.value, g, d, rel_tol)
+    absolute = g * SCALES[gs]
+    if pred.scale:
+        return _close(pred.value * SCALES[pred.scale], absolute, d, rel_tol)
+    return _close(pred.value, g, d, rel_tol) or _close(pred.value, absolute, d, rel_tol)
+
+
+def _numbers(toks: tuple[str, ...]) -> set[float]:
+    return {float(t) for t in toks if t[0].isdigit()}
+
+
+def item_f1(pred: Item, gold: Item, rel_tol: float = DEFAULT_REL_TOL) -> tuple[float, bool]:
+    """``(f1, exact)`` of one predicted item against one gold item."""
+    if gold.value is not None:
+        ok = pred.value is not None and numbers_match(pred.value, gold.value, rel_tol)
+        return (1.0, True) if ok else (0.0, False)
+    if not gold.tokens or not pred.tokens:
+        same = gold.tokens == pred.tokens and bool(gold.text.strip()) == bool(pred.text.strip())
+        return (1.0, True) if same and gold.text.strip() else (0.0, False)
+    if _numbers(gold.tokens) != _numbers(pred.tokens):
+        return 0.0, False  # numeracy: "the numbers in it differ"
+    common = 0
+    pool = list(pred.tokens)
+    for t in gold.tokens:
+        if t in pool:
+            pool.remove(t)
+            common += 1
+    if common == 0:
+        return 0.0, False
+    precision, recall = common / len(pred.tokens), common / len(gold.tokens)
+    return 2 * precision * recall / (precision + recall), pred.tokens == gold.tokens
+
+
+def em_f1(pred_items: list[Item], gold_items: list[Item],
+          rel_tol: float = DEFAULT_REL_TOL) -> tuple[float, float]:
+    """``(exact_match, f1)`` of a predicted bag of items against the gold bag, in [0, 1]."""
+    if not pred_items or not gold_items:
+        return 0.0, 0.0
+    f1s = np.zeros((len(pred_items), len(gold_items)))  # (n_pred, n_gold)
+    exact = np.zeros_like(f1s, dtype=bool)
+    for i, p in enumerate(pred_items):
+        for j, g in enumerate(gold_items):
+            f1s[i, j], exact[i, j] = item_f1(p, g, rel_tol)
+    rows, cols = linear_sum_assignment(-f1s)
+    total = float(f1s[rows, cols].sum())
+    em = float(len(pred_items) == len(gold_items) and bool(exact[rows, cols].all()))
+    if total == 0:
+        return em, 0.0
+    precision, recall = total / len(pred_items), total / len(gold_items)
+    return em, 2 * precision * recall / (precision + recall)
+
+
+def closeness(pred_items: list[Item], gold_items: list[Item], f1: float) -> float:
+    """Shaping term: for a one-number gold ``1 / (1 + |p - g| / max(|g|, 1))`` with ``p``
+    the first predicted number (0 when none), compared in the gold's own units; for any
+    other gold it is the bag ``f1``, so the term never penalises a right answer.
+    """
+    if len(gold_items) != 1 or gold_items[0].value is None:
+        return f1
+    nums = [p.value for p in pred_items if p.value is not None]
+    if not nums:
+        return 0.0
+    g = gold_items[0].value.value
+    if f1 == 1.0:
+        return 1.0
+    return 1.0 / (1.0 + abs(nums[0].value - g) / max(abs(g), 1.0))

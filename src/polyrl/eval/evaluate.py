@@ -1,0 +1,263 @@
+"""Evaluate a policy on held-out test tasks: per-domain mean reward, pass@k and 95% intervals.
+
+``evaluate(policy, domains, n=..., samples=...)`` draws the test tasks of every
+domain (``heldout_tasks``), samples ``samples`` completions per task (single-turn
+domains through ``policy.generate``; multi-turn domains through
+``polyrl.rollout.run_episode`` in ``domain.env(task)``), scores them with
+``Domain.safe_score`` (through a scheduler when given), and aggregates:
+
+- ``mean``: mean reward over tasks (each task's samples averaged first);
+- ``ci95``: percentile-bootstrap 95% interval of that mean over tasks;
+- ``passed`` and ``pass_at_k`` where the domain has a binary verdict (``domain.binary``);
+- ``errors``: samples whose scoring failed (infrastructure/grader error). They are
+  *left out* of the mean and listed on their rows -- never counted as reward 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from polyrl.domains.base import Domain
+from polyrl.errors import error_class_name
+from polyrl.eval.stats import bootstrap_ci, ks_for, mean_pass_at_k
+from polyrl.rollout import SamplingParams, run_episode
+from polyrl.train.scoring import score_completions
+from polyrl.types import Score, Task
+
+Progress = Callable[[str, int], None]
+"""``progress(domain_id, samples_done)`` callback, called after each scored batch."""
+
+
+@dataclass
+class SampleRow:
+    """One scored sample (one line of ``--results-out``).
+
+    Attributes:
+        task_id, domain, sample_index: which sample; difficulty: the task's difficulty;
+        reward: in [0, 1], or None when scoring failed; passed: the binary verdict or None;
+        components: the rubric's named terms; error: error class name or None;
+        error_message: its detail; prompt: the last prompt message (for transcripts);
+        completion: the completion text (episode: model turns joined by newlines).
+    """
+
+    task_id: str
+    domain: str
+    sample_index: int
+    difficulty: int
+    reward: float | None
+    passed: bool | None
+    components: dict[str, float]
+    error: str | None
+    error_message: str = ""
+    prompt: str = ""
+    completion: str = ""
+
+    def result_line(self) -> dict[str, Any]:
+        """The ``--results-out`` record: task_id, domain, sample_index, reward, components,
+        error (plus passed and difficulty)."""
+        return {"task_id": self.task_id, "domain": self.domain,
+                "sample_index": self.sample_index, "reward": self.reward,
+                "components": self.components, "error": self.error, "passed": self.passed,
+                "difficulty": self.difficulty}
+
+    def transcript(self) -> dict[str, Any]:
+        """``result_line`` plus the prompt, the completion and the error message."""
+        return {**self.result_line(), "prompt": self.prompt, "completion": self.completion,
+                "error_message": self.error_message}
+
+
+@dataclass
+class DomainResult:
+    """Aggregate of one domain's evaluation.
+
+    Attributes:
+        domain: the domain id; n: tasks with at least one scored sample;
+        samples: samples per task; mean: mean per-task reward (nan when n == 0);
+        ci95: ``[lo, hi]`` percentile-bootstrap interval of ``mean``;
+        passed: tasks with at least one passing sample (None for non-binary domains);
+        pass_at_k: ``{"pass@1": ..., "pass@k": ...}`` unbiased estimates (binary only);
+        errors: samples whose scoring failed (left out of the mean);
+        task_rewards: ``{task_id: mean reward of its scored samples}`` (for paired tests).
+    """
+
+    domain: str
+    n: int
+    samples: int
+    mean: float
+    ci95: list[float]
+    passed: int | None = None
+    pass_at_k: dict[str, float] | None = None
+    errors: int = 0
+    task_rewards: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-safe summary without the per-task rewards."""
+        out: dict[str, Any] = {"n": self.n, "mean": _num(self.mean),
+                               "passed": self.passed, "ci95": [_num(x) for x in self.ci95]}
+        if self.pass_at_k is not None:
+            out["pass_at_k"] = self.pass_at_k
+        out["errors"] = self.errors
+        out["samples"] = self.samples
+        return out
+
+
+@dataclass
+class EvalReport:
+    """Everything ``evaluate`` measured: ``domains`` (id -> DomainResult) and ``rows``."""
+
+    domains: dict[str, DomainResult]
+    rows: list[SampleRow]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"domains": {id: {"n", "mean", "passed", "ci95", ...}}}`` (the ``--json`` line)."""
+        return {"domains": {k: v.summary() for k, v in self.domains.items()}}
+
+
+def heldout_tasks(domain: Domain, n: int, *, seed: int = 0,
+                  difficulty: Sequence[int] | None = None) -> list[Task]:
+    """The first ``n`` test tasks of ``domain`` (``n == 0``: all; procedural domains need n).
+
+    Raises:
+        ValueError: ``n == 0`` on a procedural (unbounded) domain.
+    """
+    bounded = domain.split_sizes().get("test") is not None
+    if n <= 0 and not bounded:
+        raise ValueError(f"{domain.id} is procedural: give a task count (--n) > 0")
+    diff = list(difficulty) if difficulty else None
+    return list(domain.tasks("test", difficulty=diff, n=n if n > 0 else None, seed=seed))
+
+
+def evaluate(
+    policy: Any,
+    domains: Sequence[Domain],
+    *,
+    n: int = 64,
+    samples: int = 1,
+    sampling: SamplingParams | None = None,
+    seed: int = 0,
+    difficulty: dict[str, list[int]] | None = None,
+    tasks: dict[str, list[Task]] | None = None,
+    scheduler: Any = None,
+    max_turns: int = 4,
+    batch_tasks: int = 64,
+    progress: Progress | None = None,
+) -> EvalReport:
+    """Score ``policy`` on held-out tasks of each domain.
+
+    Args:
+        policy: a ``polyrl.rollout.Policy``.
+        domains: the domains to evaluate.
+        n: test tasks per domain (0 = all of a bounded split).
+        samples: samples per task (pass@k is reported for k = 1, 2, 4, ... <= samples).
+        sampling: sampling parameters (default: greedy, 64 tokens).
+        seed: task-selection seed (the same seed gives the same tasks).
+        difficulty: optional ``{domain_id: difficulties}`` to restrict the tasks.
+        tasks: optional ``{domain_id: tasks}`` to use instead of drawing them.
+        scheduler: optional ``polyrl.scheduler.Scheduler`` for ``kind="score"`` jobs.
+        max_turns: turn budget of multi-turn episodes.
+        batch_tasks: tasks generated per ``policy.generate`` call.
+        progress: ``progress(domain_id, samples_done)`` after every batch.
+
+    Returns:
+        an ``EvalReport``.
+
+    Raises:
+        ValueError: bad ``n``/``samples`` (see ``heldout_tasks``).
+        PolicyServerError / PromptTooLongError: from the policy.
+    """
+    if samples < 1:
+        raise ValueError(f"samples per task must be >= 1, got {samples}")
+    sampling = sampling or SamplingParams(temperature=0.0, max_tokens=64)
+    results: dict[str, DomainResult] = {}
+    rows: list[SampleRow] = []
+    for domain in domains:
+        if tasks is not None and domain.id in tasks:
+            dom_tasks = tasks[domain.id]
+        else:
+            dom_tasks = heldout_tasks(domain, n, seed=seed,
+                                      difficulty=(difficulty or {}).get(domain.id))
+        dom_rows: list[SampleRow] = []
+        for start in range(0, len(dom_tasks), batch_tasks):
+            chunk = dom_tasks[start : start + batch_tasks]
+            dom_rows.extend(_sample_and_score(policy, domain, chunk, samples, sampling,
+                                              scheduler, max_turns))
+            if progress is not None:
+                progress(domain.id, len(dom_rows))
+        results[domain.id] = aggregate(domain.id, dom_rows, samples, binary=domain.binary,
+                                       seed=seed)
+        rows.extend(dom_rows)
+    return EvalReport(results, rows)
+
+
+def _sample_and_score(policy: Any, domain: Domain, tasks: list[Task], samples: int,
+                      sampling: SamplingParams, scheduler: Any,
+                      max_turns: int) -> list[SampleRow]:
+    """Sample and score one batch of tasks of one domain; rows are task-major."""
+    if domain.multi_turn:
+        answers: list[Any] = []
+        scores: list[Score] = []
+        for task in tasks:
+            for j in range(samples):
+                try:
+                    with domain.env(task) as env:
+                        ep = run_episode(policy, env, task, max_turns=max_turns,
+                                         max_tokens_per_turn=sampling.max_tokens,
+                                         sampling=sampling, seed=j, sample_index=j)
+                    answers.append(ep)
+                    scores.append(domain.safe_score(task, ep))
+                except Exception as e:  # an env/sandbox failure is recorded, not reward 0
+                    answers.append(None)
+                    scores.append(Score(reward=0.0, error=error_class_name(e),
+                                        error_message=str(e)))
+    else:
+        answers = policy.generate(tasks, samples, sampling)
+        scores = score_completions({domain.id: domain}, tasks, answers, samples, scheduler)
+    out = []
+    for i, (answer, score) in enumerate(zip(answers, scores, strict=True)):
+        task = tasks[i // samples]
+        text = "" if answer is None else getattr(answer, "text", str(answer))
+        out.append(SampleRow(
+            task_id=task.id, domain=domain.id, sample_index=i % samples,
+            difficulty=task.difficulty, reward=score.reward if score.ok else None,
+            passed=score.passed if score.ok else None, components=dict(score.components),
+            error=score.error, error_message=score.error_message,
+            prompt=task.prompt[-1]["content"] if task.prompt else "", completion=text))
+    return out
+
+
+def aggregate(domain_id: str, rows: Sequence[SampleRow], samples: int, *, binary: bool,
+              seed: int = 0) -> DomainResult:
+    """Per-domain aggregate of scored rows (see ``DomainResult``); errored rows are left out."""
+    by_task: dict[str, list[SampleRow]] = {}
+    for r in rows:
+        by_task.setdefault(r.task_id, []).append(r)
+    task_rewards: dict[str, float] = {}
+    verdicts: list[list[bool]] = []
+    for task_id, rs in by_task.items():
+        ok = [r for r in rs if r.error is None and r.reward is not None]
+        if not ok:
+            continue
+        task_rewards[task_id] = float(np.mean([r.reward for r in ok]))
+        verdicts.append([bool(r.passed) for r in ok])
+    values = list(task_rewards.values())
+    mean = float(np.mean(values)) if values else float("nan")
+    lo, hi = bootstrap_ci(values, seed=seed)
+    errors = sum(1 for r in rows if r.error is not None)
+    passed = pass_k = None
+    if binary and verdicts:
+        passed = sum(1 for v in verdicts if any(v))
+        k_max = min(len(v) for v in verdicts)
+        pass_k = {f"pass@{k}": mean_pass_at_k(verdicts, k) for k in ks_for(k_max)}
+    return DomainResult(domain=domain_id, n=len(values), samples=samples, mean=mean,
+                        ci95=[lo, hi], passed=passed, pass_at_k=pass_k, errors=errors,
+                        task_rewards=task_rewards)
+
+
+def _num(x: float) -> float | None:
+    """``x`` as a JSON-safe number (None for NaN)."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)

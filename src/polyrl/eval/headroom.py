@@ -1,0 +1,103 @@
+"""``headroom``: which domains most repay post-training compute.
+
+For each domain, starting from the *same* base weights: evaluate on held-out
+tasks (baseline), run a short RL probe on that domain alone (``probe_steps``
+GRPO steps with the run config's hyperparameters), evaluate the same tasks again.
+Headroom = probe minus baseline mean reward, with its paired-bootstrap 95%
+interval; domains are ranked by headroom, largest first. A domain whose probe
+interval lies above 0 is one where a little RL already buys measurable skill.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from polyrl.config import DomainEntry, RunConfig
+from polyrl.domains.base import Domain
+from polyrl.eval import setup
+from polyrl.eval.evaluate import evaluate
+from polyrl.eval.pipeline import Hooks
+from polyrl.eval.summary import compare
+
+
+def policy_path(spec: str, cfg: RunConfig, domains: Sequence[Domain],
+                hooks: Hooks | None = None) -> str:
+    """The model directory a headroom probe starts from.
+
+    ``hf:PATH`` gives PATH; ``tiny`` gives the run config's warm-started tiny model
+    (built and cached on first use).
+
+    Raises:
+        ValueError: a spec that names no trainable local model (e.g. ``openai:``).
+    """
+    if spec.startswith("hf:"):
+        return spec[3:]
+    if spec == "tiny":
+        tiny_cfg = cfg.model_copy(deep=True)
+        tiny_cfg.model.kind = "tiny"
+        return setup.base_model_path(tiny_cfg, domains, log=hooks.log if hooks else None)
+    raise ValueError(f"headroom needs a trainable policy: 'hf:PATH' or 'tiny', got {spec!r}")
+
+
+def headroom(cfg: RunConfig, model_path: str, domains: Sequence[Domain], *, probe_steps: int,
+             n: int, work_dir: Path | None = None,
+             hooks: Hooks | None = None) -> list[dict[str, Any]]:
+    """Baseline, probe and headroom per domain, ranked by headroom (largest first).
+
+    Args:
+        cfg: hyperparameters of the probe (``train``, ``rollout``, ``curriculum`` ...).
+        model_path: base model directory (see ``policy_path``).
+        domains: the domains to probe, one at a time.
+        probe_steps: GRPO steps per probe.
+        n: held-out tasks per domain.
+        work_dir: where probe runs write metrics/checkpoints (default: a temp dir).
+        hooks: progress callbacks.
+
+    Returns:
+        ``[{"domain", "n", "baseline", "probe", "headroom", "headroom_ci95", "rank"}]``.
+    """
+    hooks = hooks or Hooks()
+    setup.set_threads(cfg)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="polyrl-headroom-") as tmp:
+        root = Path(work_dir) if work_dir is not None else Path(tmp)
+        for dom in domains:
+            out.append(_probe(cfg, model_path, dom, probe_steps, n, root, hooks))
+    out.sort(key=lambda r: (r["headroom"] is None, -(r["headroom"] or 0.0)))
+    for i, r in enumerate(out, 1):
+        r["rank"] = i
+    return out
+
+
+def _probe(cfg: RunConfig, model_path: str, dom: Domain, probe_steps: int, n: int,
+           root: Path, hooks: Hooks) -> dict[str, Any]:
+    from polyrl.train import Trainer
+
+    pcfg = cfg.model_copy(deep=True)
+    entry = next((e for e in cfg.domains if e.id == dom.id), None)
+    pcfg.domains = [entry.model_copy() if entry else DomainEntry(id=dom.id)]
+    pcfg.train.steps = probe_steps
+    pcfg.run.time_budget_s = 0.0
+    pcfg.eval.n_per_domain = n
+    policy = setup.load_policy(model_path, pcfg)
+    tasks = setup.eval_tasks(pcfg, [dom])
+    sampling = setup.eval_sampling(pcfg)
+    hooks.start(f"{dom.id} baseline", None)
+    base = evaluate(policy, [dom], tasks=tasks, sampling=sampling, seed=pcfg.run.seed,
+                    max_turns=pcfg.rollout.max_turns)
+    hooks.start(f"{dom.id} probe", probe_steps)
+    trainer = Trainer(pcfg, policy, [dom], root / dom.id.replace("/", "_"))
+    trainer.fit(on_step=lambda rec: hooks.update(rec["step"]))
+    hooks.start(f"{dom.id} after", None)
+    post = evaluate(policy, [dom], tasks=tasks, sampling=sampling, seed=pcfg.run.seed,
+                    max_turns=pcfg.rollout.max_turns)
+    hooks.end()
+    cmp = compare(base.rows, post.rows, binary={dom.id: dom.binary}, seed=pcfg.run.seed)[dom.id]
+    hooks.log(f"{dom.id}: baseline {cmp['baseline']:.3f} -> probe {cmp['post']:.3f} "
+              f"(headroom {cmp['delta']:+.3f})")
+    return {"domain": dom.id, "n": cmp["n"], "baseline": cmp["baseline"],
+            "probe": cmp["post"], "headroom": cmp["delta"], "headroom_ci95": cmp["delta_ci95"],
+            "probe_steps": probe_steps}

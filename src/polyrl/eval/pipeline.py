@@ -1,0 +1,332 @@
+"""The main job behind ``polyrl run`` / ``polyrl resume``: base model -> baseline -> RL -> post -> report.
+
+Stages, each recorded in ``run_dir/run_state.json`` when it finishes, so an
+interrupted run resumes at the first unfinished stage:
+
+1. ``base_model``: the cached warm-started tiny model (``polyrl.models.warmstart``)
+   or ``model.path``;
+2. ``baseline``: greedy evaluation on held-out test tasks of every domain
+   (``eval/baseline.jsonl``, ``transcripts/baseline.jsonl``);
+3. ``train``: ``polyrl.train.Trainer`` (GRPO, curriculum, replay, scoring through
+   the scheduler's SQLite store ``state.sqlite``); checkpoints in ``checkpoints/``,
+   the final weights in ``final/`` (``save_pretrained``);
+4. ``post``: the same held-out tasks again (``eval/post.jsonl``);
+5. ``report``: ``summary.json`` (paired bootstrap per domain), ``summary.md``,
+   ``report.html`` with plots.
+
+Ctrl-C during training finishes the current step, checkpoints and stops; a second
+Ctrl-C stops at once (the last periodic checkpoint stays valid). Either way the
+state says ``interrupted`` and ``polyrl resume RUN_DIR`` continues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import resource
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from polyrl.config import RunConfig, dump_config, load_config
+from polyrl.eval import setup
+from polyrl.eval.evaluate import EvalReport, evaluate
+from polyrl.eval.report import report
+from polyrl.eval.summary import compare, improved, read_rows, write_rows
+
+STAGES = ("base_model", "baseline", "train", "post", "report")
+STATE_FILE = "run_state.json"
+
+
+class Hooks:
+    """Progress callbacks of the pipeline (the CLI draws bars; the default is silent)."""
+
+    def log(self, message: str) -> None:
+        """One line of news."""
+
+    def start(self, stage: str, total: float | None) -> None:
+        """A stage (or sub-stage) begins; ``total`` units of work (None = unknown)."""
+
+    def update(self, completed: float, info: str = "") -> None:
+        """Absolute progress within the current stage."""
+
+    def end(self) -> None:
+        """The current stage finished."""
+
+
+class RunInterrupted(Exception):
+    """The run stopped on Ctrl-C; ``run_dir`` holds a resumable state."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        super().__init__(f"interrupted; continue with: polyrl resume {run_dir}")
+
+
+class _StopAfterStep(Exception):
+    """Raised from the trainer's step callback after a first Ctrl-C."""
+
+
+def new_run(cfg: RunConfig, run_dir: Path | None = None) -> Path:
+    """Create ``out_dir/<name>-<UTC timestamp>/`` (or ``run_dir``) with the resolved config.
+
+    Raises:
+        FileExistsError: ``run_dir`` already holds a run.
+    """
+    if run_dir is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(cfg.run.out_dir) / f"{cfg.run.name}-{stamp}"
+        suffix = 1
+        while run_dir.exists():
+            suffix += 1
+            run_dir = Path(cfg.run.out_dir) / f"{cfg.run.name}-{stamp}-{suffix}"
+    run_dir = Path(run_dir)
+    if (run_dir / STATE_FILE).exists():
+        raise FileExistsError(f"{run_dir} already holds a run; use `polyrl resume {run_dir}`")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(dump_config(cfg))
+    _write_state(run_dir, {"run_id": run_dir.name, "status": "created", "done": [],
+                           "stages_s": {}, "wall_s": 0.0, "train_s": 0.0})
+    return run_dir
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    """``run_state.json`` of ``run_dir``.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` is not a polyrl run directory.
+    """
+    path = Path(run_dir) / STATE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: not a polyrl run directory (no {STATE_FILE})")
+    return json.loads(path.read_text())
+
+
+def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    tmp = Path(run_dir) / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(Path(run_dir) / STATE_FILE)
+
+
+def run_main_job(run_dir: Path, hooks: Hooks | None = None) -> dict[str, Any]:
+    """Run (or resume) every unfinished stage of ``run_dir``; return ``summary.json``'s content.
+
+    Raises:
+        RunInterrupted: Ctrl-C; the state is saved and resumable.
+        ConfigError: the run's ``config.yaml`` is invalid or names unknown domains.
+    """
+    hooks = hooks or Hooks()
+    run_dir = Path(run_dir)
+    cfg = load_config(run_dir / "config.yaml")
+    state = read_state(run_dir)
+    job = _Job(cfg, run_dir, state, hooks)
+    try:
+        return job.run()
+    except KeyboardInterrupt:
+        job.finish_session("interrupted")
+        raise RunInterrupted(run_dir) from None
+    except BaseException:
+        job.finish_session("failed")
+        raise
+
+
+class _Job:
+    """One session of the main job over a run directory (see the module docstring)."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, state: dict[str, Any], hooks: Hooks):
+        self.cfg, self.run_dir, self.state, self.hooks = cfg, run_dir, state, hooks
+        self.session_start = time.monotonic()
+        self.session_cpu = _cpu_s()
+        self.policy: Any = None
+        self.scheduler: Any = None
+        setup.set_threads(cfg)
+        self.domains = setup.resolve_domains(cfg)
+
+    # -- bookkeeping ----------------------------------------------------------------
+    def finish_session(self, status: str) -> None:
+        """Add this session's wall time to the state and record ``status``."""
+        self.state["wall_s"] = self.state.get("wall_s", 0.0) + time.monotonic() - \
+            self.session_start
+        self.session_start = time.monotonic()
+        cpu = _cpu_s()
+        self.state["cpu_s"] = self.state.get("cpu_s", 0.0) + cpu - self.session_cpu
+        self.session_cpu = cpu
+        self.state["status"] = status
+        _write_state(self.run_dir, self.state)
+        if self.scheduler is not None:
+            self.scheduler.close(wait=False)
+            self.scheduler = None
+
+    def _done(self, stage: str, seconds: float) -> None:
+        self.state["done"].append(stage)
+        self.state["stages_s"][stage] = self.state["stages_s"].get(stage, 0.0) + seconds
+        _write_state(self.run_dir, self.state)
+
+    def run(self) -> dict[str, Any]:
+        self.state["status"] = "running"
+        self.state.setdefault("sessions", 0)
+        self.state["sessions"] += 1
+        _write_state(self.run_dir, self.state)
+        for stage in STAGES:
+            if stage in self.state["done"]:
+                continue
+            t0, c0 = time.monotonic(), _cpu_s()
+            getattr(self, f"stage_{stage}")()
+            self.state.setdefault("stages_cpu_s", {})[stage] = round(_cpu_s() - c0, 1)
+            self._done(stage, time.monotonic() - t0)
+        self.finish_session("done")
+        summary = json.loads((self.run_dir / "summary.json").read_text())
+        summary["wall_s"] = round(self.state["wall_s"], 1)
+        summary["cpu_s"] = round(self.state["cpu_s"], 1)
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        report(self.run_dir)  # refresh the wall time shown in the report
+        return summary
+
+    # -- stages -----------------------------------------------------------------------
+    def stage_base_model(self) -> None:
+        """Build (or find cached) the base model; record where it is."""
+        tiny = self.cfg.model.tiny
+        total = tiny.warm_start_steps or tiny.warm_start_s
+        if self.cfg.model.kind == "tiny" and not setup.cached_base_model(self.cfg, self.domains):
+            self.hooks.start("warm start (SFT)", total)
+
+        def on_step(step: int, elapsed_s: float, loss: float) -> None:
+            done = step if tiny.warm_start_steps else elapsed_s
+            self.hooks.update(min(done, total), f"loss {loss:.3f}")
+
+        path = setup.base_model_path(self.cfg, self.domains, on_step=on_step,
+                                     log=self.hooks.log)
+        self.hooks.end()
+        self.state["base_model"] = path
+        info = Path(path) / "warmstart.json"
+        if info.is_file():
+            self.state["warm_start"] = json.loads(info.read_text()).get("stats")
+
+    def _policy(self) -> Any:
+        if self.policy is None:
+            self.policy = setup.load_policy(self.state["base_model"], self.cfg)
+        return self.policy
+
+    def _evaluate(self, name: str) -> EvalReport:
+        tasks = setup.eval_tasks(self.cfg, self.domains)
+        total = sum(len(t) for t in tasks.values()) * self.cfg.eval.samples_per_task
+        self.hooks.start(f"{name} eval", total)
+        done: dict[str, int] = {}
+
+        def progress(domain_id: str, samples_done: int) -> None:
+            done[domain_id] = samples_done
+            self.hooks.update(sum(done.values()), domain_id)
+
+        rep = evaluate(self._policy(), self.domains, samples=self.cfg.eval.samples_per_task,
+                       sampling=setup.eval_sampling(self.cfg), seed=self.cfg.run.seed,
+                       tasks=tasks, max_turns=self.cfg.rollout.max_turns, progress=progress)
+        self.hooks.end()
+        write_rows(self.run_dir / "eval" / f"{name}.jsonl", rep.rows)
+        write_rows(self.run_dir / "transcripts" / f"{name}.jsonl", rep.rows, transcript=True)
+        (self.run_dir / "eval" / f"{name}.json").write_text(json.dumps(rep.to_json(), indent=2))
+        for dom, res in rep.domains.items():
+            self.hooks.log(f"{name}: {dom}: mean reward {res.mean:.3f} "
+                           f"[{res.ci95[0]:.3f}, {res.ci95[1]:.3f}] (n={res.n})")
+        return rep
+
+    def stage_baseline(self) -> None:
+        """Evaluate the base model on the held-out tasks."""
+        self._evaluate("baseline")
+
+    def _trainer(self) -> Any:
+        from polyrl.train import Trainer
+
+        if self.scheduler is None:
+            self.scheduler = setup.make_scheduler(self.cfg, self.run_dir)
+        return Trainer.resume(self.cfg, self._policy(), self.domains, self.run_dir,
+                              scheduler=self.scheduler)
+
+    def stage_train(self) -> None:
+        """GRPO until ``train.steps`` or ``run.time_budget_s``; Ctrl-C checkpoints and stops."""
+        trainer = self._trainer()
+        budget = self.cfg.run.time_budget_s
+        if budget > 0:  # the budget covers all sessions together
+            trainer.cfg.run.time_budget_s = max(1.0, budget - self.state.get("train_s", 0.0))
+        self.hooks.start("RL (GRPO)", self.cfg.train.steps)
+        self.hooks.update(trainer.step)
+        stop = threading.Event()
+
+        def on_step(rec: dict[str, Any]) -> None:
+            self.hooks.update(rec["step"], f"reward {rec.get('reward/mean') or 0:.3f}")
+            if stop.is_set():
+                raise _StopAfterStep
+
+        t0 = time.monotonic()
+        try:
+            with _first_sigint_sets(stop, self.hooks):
+                trainer.fit(on_step=on_step)
+        except _StopAfterStep:
+            trainer.save_state()
+            raise KeyboardInterrupt from None
+        finally:
+            self.state["train_s"] = self.state.get("train_s", 0.0) + time.monotonic() - t0
+            self.state["steps"] = trainer.step
+            self.hooks.end()
+        final = self.run_dir / "final"
+        trainer.model.save_pretrained(final)
+        self._policy().tokenizer.save_pretrained(final)
+        self.trained = True
+
+    def stage_post(self) -> None:
+        """Evaluate the trained policy on the same held-out tasks."""
+        if not getattr(self, "trained", False):  # resumed after training: load its weights
+            from polyrl.train import latest_checkpoint
+
+            trainer = self._trainer()
+            if latest_checkpoint(self.run_dir / "checkpoints") is None:
+                self.hooks.log("warning: no checkpoint found; evaluating the base weights")
+            del trainer
+        self._evaluate("post")
+
+    def stage_report(self) -> None:
+        """``summary.json`` (paired bootstrap), ``summary.md`` and ``report.html``."""
+        base = read_rows(self.run_dir / "eval" / "baseline.jsonl")
+        post = read_rows(self.run_dir / "eval" / "post.jsonl")
+        doms = compare(base, post, binary={d.id: d.binary for d in self.domains},
+                       seed=self.cfg.run.seed)
+        wall = self.state.get("wall_s", 0.0) + time.monotonic() - self.session_start
+        summary = {"run_id": self.run_dir.name, "wall_s": round(wall, 1),
+                   "improved_domains": improved(doms), "steps": self.state.get("steps", 0),
+                   "stages_s": {k: round(v, 1) for k, v in self.state["stages_s"].items()},
+                   "stages_cpu_s": self.state.get("stages_cpu_s", {}),
+                   "base_model": self.state.get("base_model"),
+                   "warm_start": self.state.get("warm_start"), "domains": doms}
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        report(self.run_dir)
+        self.hooks.log(f"improved domains: {len(summary['improved_domains'])} of {len(doms)} "
+                       f"({', '.join(summary['improved_domains']) or 'none'})")
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its finished children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@contextlib.contextmanager
+def _first_sigint_sets(flag: threading.Event, hooks: Hooks) -> Iterator[None]:
+    """First Ctrl-C sets ``flag`` (finish the step, then stop); the second raises at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag.is_set():
+            raise KeyboardInterrupt
+        flag.set()
+        hooks.log("Ctrl-C: stopping after this step (press again to stop now)")
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -1,0 +1,149 @@
+"""The report's PNG plots, drawn with matplotlib (Agg backend: no display needed).
+
+Each function takes plain data (lists of metric records, the summary dict) and a
+path, writes one PNG, and returns the path -- or None when there is nothing to
+plot (e.g. no training steps were recorded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+DPI = 110
+"""Resolution of every PNG (dots per inch)."""
+
+
+def _series(records: Sequence[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    """``(steps, values)`` of metric ``key`` over records where it is a number."""
+    xs, ys = [], []
+    for r in records:
+        v = r.get(key)
+        if isinstance(v, (int, float)) and "step" in r:
+            xs.append(int(r["step"]))
+            ys.append(float(v))
+    return xs, ys
+
+
+def _smooth(ys: list[float], window: int) -> list[float]:
+    """Trailing moving average over ``window`` points."""
+    out = []
+    for i in range(len(ys)):
+        part = ys[max(0, i - window + 1) : i + 1]
+        out.append(sum(part) / len(part))
+    return out
+
+
+def domain_keys(records: Sequence[dict[str, Any]], prefix: str) -> list[str]:
+    """Domain ids found as ``<prefix>/<domain id>`` keys (no deeper ``/d<k>`` arms)."""
+    ids: dict[str, None] = {}
+    for r in records:
+        for k in r:
+            if not k.startswith(prefix + "/"):
+                continue
+            rest = k[len(prefix) + 1 :]
+            if rest == "mean" or rest.count("/") != 1:
+                continue
+            ids[rest] = None
+    return sorted(ids)
+
+
+def plot_reward(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Training reward per domain over steps (raw, faint, and a moving average of
+    ``max(5, steps // 25)`` steps)."""
+    doms = domain_keys(records, "reward")
+    if not doms:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    window = max(5, len(records) // 25)
+    for i, dom in enumerate(doms):
+        xs, ys = _series(records, f"reward/{dom}")
+        color = f"C{i % 10}"
+        ax.plot(xs, ys, color=color, alpha=0.2, linewidth=1)
+        ax.plot(xs, _smooth(ys, window), color=color, linewidth=2, label=dom)
+    ax.set(xlabel="RL step", ylabel="mean training reward", title="Reward per domain",
+           ylim=(-0.02, 1.02))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return _save(fig, path)
+
+
+def plot_curriculum(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Curriculum sampling weight of each domain over steps (stacked areas sum to 1)."""
+    doms = domain_keys(records, "curriculum")
+    if not doms:
+        return None
+    steps = [int(r["step"]) for r in records if "step" in r]
+    stack = [[float(r.get(f"curriculum/{d}") or 0.0) for r in records if "step" in r]
+             for d in doms]
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.stackplot(steps, stack, labels=doms, alpha=0.85)
+    ax.set(xlabel="RL step", ylabel="sampling probability", title="Curriculum weights",
+           ylim=(0, 1))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _save(fig, path)
+
+
+def plot_baseline_vs_post(summary: dict[str, Any], path: Path) -> Path | None:
+    """Grouped bars: held-out mean reward before and after RL per domain, 95% intervals."""
+    doms = summary.get("domains") or {}
+    if not doms:
+        return None
+    names = list(doms)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(names) + 2), 4.4))
+    width = 0.38
+    for j, (stage, color) in enumerate((("baseline", "#8c8c8c"), ("post", "#1f77b4"))):
+        means = [doms[d].get(stage) or 0.0 for d in names]
+        cis = [doms[d].get(f"{stage}_ci95") or [None, None] for d in names]
+        lo = [m - (c[0] if c[0] is not None else m) for m, c in zip(means, cis, strict=True)]
+        hi = [(c[1] if c[1] is not None else m) - m for m, c in zip(means, cis, strict=True)]
+        xs = [i + (j - 0.5) * width for i in range(len(names))]
+        ax.bar(xs, means, width, yerr=[lo, hi], capsize=4, color=color,
+               label="baseline" if stage == "baseline" else "post-RL")
+    imp = set(summary.get("improved_domains") or [])
+    for i, d in enumerate(names):
+        delta = doms[d].get("delta")
+        if delta is not None:
+            mark = " *" if d in imp else ""
+            ax.text(i, 1.02, f"{delta:+.3f}{mark}", ha="center", fontsize=8)
+    ax.set_xticks(range(len(names)), [n.replace("/", "/\n") for n in names], fontsize=8)
+    ax.set(ylabel="held-out mean reward", ylim=(0, 1.1),
+           title="Baseline vs post-RL (95% bootstrap intervals; * = paired CI above 0)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path)
+
+
+def plot_throughput(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Two panels: scoring (sandbox) seconds per step, and trained tokens per second."""
+    xs_s, sandbox = _series(records, "sandbox_s")
+    xs_t, tps = _series(records, "tokens_per_s")
+    if not xs_s and not xs_t:
+        return None
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    a1.plot(xs_s, sandbox, color="C3")
+    xs_g, gen = _series(records, "time/generate_s")
+    if xs_g:
+        a1.plot(xs_g, gen, color="C0", label="generate")
+        a1.plot([], [], color="C3", label="score (sandbox)")
+        a1.legend(fontsize=8)
+    a1.set(xlabel="RL step", ylabel="seconds per step", title="Scoring and generation time")
+    a1.grid(alpha=0.3)
+    a2.plot(xs_t, tps, color="C2")
+    a2.set(xlabel="RL step", ylabel="tokens / s", title="Update throughput")
+    a2.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path

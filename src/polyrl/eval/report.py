@@ -1,0 +1,170 @@
+"""``report(run_dir)``: regenerate ``report.html``, its PNG plots and ``summary.md`` from files.
+
+Reads only the run directory:
+
+- ``summary.json`` (or, when missing, recomputes it from ``eval/baseline.jsonl`` and
+  ``eval/post.jsonl``),
+- ``metrics.jsonl`` (one record per RL step),
+- ``config.yaml`` (shown verbatim).
+
+Writes ``plots/{reward,curriculum,baseline_vs_post,throughput}.png``, ``summary.md``
+and ``report.html``: a single self-contained page (the PNGs are embedded as data
+URIs, and also kept as files next to it).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from polyrl.eval import plots
+from polyrl.eval.summary import compare, improved, read_rows, summary_markdown
+
+PLOTS = (
+    ("reward", "Training reward per domain over RL steps", plots.plot_reward),
+    ("curriculum", "Curriculum weights over RL steps", plots.plot_curriculum),
+    ("throughput", "Scoring time and token throughput", plots.plot_throughput),
+)
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """Records of ``run_dir/metrics.jsonl`` (empty when the file is missing).
+
+    Raises:
+        ValueError: a line is not JSON (names the file and line).
+    """
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    out = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: line {lineno}: invalid JSON ({e})") from e
+    return out
+
+
+def load_summary(run_dir: Path) -> dict[str, Any]:
+    """``summary.json``, or one rebuilt from the evaluation rows when it is missing.
+
+    Raises:
+        FileNotFoundError: neither ``summary.json`` nor ``eval/baseline.jsonl`` exists.
+    """
+    run_dir = Path(run_dir)
+    path = run_dir / "summary.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    base = run_dir / "eval" / "baseline.jsonl"
+    post = run_dir / "eval" / "post.jsonl"
+    if not base.is_file():
+        raise FileNotFoundError(f"{run_dir}: no summary.json and no eval/baseline.jsonl")
+    b_rows = read_rows(base)
+    p_rows = read_rows(post) if post.is_file() else []
+    if not p_rows:  # run interrupted before the post-RL evaluation: show the baseline only
+        doms = compare(b_rows, b_rows)
+        for v in doms.values():
+            v.update(post=None, delta=None, delta_ci95=[None, None], post_ci95=[None, None])
+    else:
+        doms = compare(b_rows, p_rows)
+    return {"run_id": run_dir.name, "domains": doms, "improved_domains": improved(doms),
+            "wall_s": float("nan"), "steps": len(read_metrics(run_dir)), "partial": not p_rows}
+
+
+def report(run_dir: Path) -> Path:
+    """Write the plots, ``summary.md`` and ``report.html`` of ``run_dir``; return the html path.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` is not a run directory (see ``load_summary``).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: not a directory")
+    summary = load_summary(run_dir)
+    records = read_metrics(run_dir)
+    plot_dir = run_dir / "plots"
+    figures: list[tuple[str, Path]] = []
+    p = plots.plot_baseline_vs_post(summary, plot_dir / "baseline_vs_post.png")
+    if p is not None:
+        figures.append(("Held-out reward: baseline vs post-RL", p))
+    for name, title, fn in PLOTS:
+        p = fn(records, plot_dir / f"{name}.png")
+        if p is not None:
+            figures.append((title, p))
+    (run_dir / "summary.md").write_text(summary_markdown(summary))
+    config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
+    out = run_dir / "report.html"
+    out.write_text(render_html(summary, figures, config, records))
+    return out
+
+
+def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config: str,
+                records: list[dict[str, Any]]) -> str:
+    """The report page: headline, per-domain table, embedded plots, last-step metrics, config."""
+    doms = summary.get("domains") or {}
+    imp = summary.get("improved_domains") or []
+    e = html.escape
+    rows = []
+    for dom, v in doms.items():
+        lo, hi = v.get("delta_ci95") or [None, None]
+        cls = "yes" if dom in imp else "no"
+        rows.append(
+            f"<tr class='{cls}'><td>{e(dom)}</td><td>{v.get('n')}</td>"
+            f"<td>{_f(v.get('baseline'))}</td><td>{_f(v.get('post'))}</td>"
+            f"<td>{_f(v.get('delta'), True)}</td><td>[{_f(lo, True)}, {_f(hi, True)}]</td>"
+            f"<td>{'yes' if dom in imp else 'no'}</td></tr>")
+    figs = []
+    for title, path in figures:
+        data = base64.b64encode(path.read_bytes()).decode()
+        figs.append(f"<figure><img alt='{e(title)}' src='data:image/png;base64,{data}'>"
+                    f"<figcaption>{e(title)} (<a href='plots/{e(path.name)}'>{e(path.name)}</a>)"
+                    f"</figcaption></figure>")
+    last = records[-1] if records else {}
+    keys = ["step", "reward/mean", "loss/policy", "entropy", "tokens_per_s", "sandbox_s",
+            "time/step_s", "replay/size", "score_errors"]
+    metric_rows = "".join(f"<tr><td>{e(k)}</td><td>{_f(last.get(k))}</td></tr>"
+                          for k in keys if k in last)
+    stages = summary.get("stages_s") or {}
+    stage_txt = ", ".join(f"{e(k)} {v:.0f} s" for k, v in stages.items())
+    wall = summary.get("wall_s")
+    partial = ("<p class='warn'>This run is incomplete: the post-RL evaluation has not run "
+               "yet (resume it with <code>polyrl resume</code>).</p>"
+               if summary.get("partial") else "")
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>polyrl report: {e(str(summary.get('run_id', '')))}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+td, th {{ border: 1px solid #ccc; padding: 4px 10px; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; }}
+tr.yes td {{ background: #e8f5e9; }}
+figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
+pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }}
+.warn {{ color: #a00; }}
+</style></head><body>
+<h1>polyrl run <code>{e(str(summary.get('run_id', '')))}</code></h1>
+{partial}
+<p><b>{len(imp)} of {len(doms)}</b> domains improved on held-out tasks (paired-bootstrap 95%
+interval of post-RL minus baseline mean reward entirely above 0).
+Wall time {_f(wall, digits=0)} s; {summary.get('steps', '?')} RL steps.
+{('Stages: ' + stage_txt + '.') if stage_txt else ''}</p>
+<table><tr><th>domain</th><th>n</th><th>baseline</th><th>post-RL</th><th>delta</th>
+<th>delta 95% CI</th><th>improved</th></tr>
+{''.join(rows)}
+</table>
+{''.join(figs)}
+<h2>Last step</h2><table>{metric_rows}</table>
+<h2>Config</h2><pre>{e(config)}</pre>
+</body></html>
+"""
+
+
+def _f(x: Any, sign: bool = False, digits: int = 3) -> str:
+    if not isinstance(x, (int, float)) or x != x:
+        return "n/a"
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"

@@ -1,0 +1,150 @@
+"""Building blocks of the main job and of ``headroom``, from a ``RunConfig``.
+
+Resolving domains, generating warm-start demonstrations, getting the base model
+(the cached warm-started tiny model, or a Hugging Face model), loading it as a
+policy, the scheduler over the run's SQLite store, and the held-out tasks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from polyrl.config import RunConfig
+from polyrl.domains.base import Domain
+from polyrl.domains.registry import get_domain
+from polyrl.errors import ConfigError
+from polyrl.eval.evaluate import heldout_tasks
+from polyrl.models.warmstart import Demo, build_base_model, cache_key
+from polyrl.rollout import SamplingParams
+from polyrl.types import Task
+
+MULTI_TURN_DEMOS = 200
+"""Demonstrations drawn per multi-turn domain (each needs an env reset)."""
+
+
+def resolve_domains(cfg: RunConfig) -> list[Domain]:
+    """The ``Domain`` of every ``cfg.domains`` entry (the config's order).
+
+    Raises:
+        ConfigError: no domains, or an id is not registered (the message lists close ids).
+    """
+    if not cfg.domains:
+        raise ConfigError("<config>", "domains", "list at least one domain id")
+    out = []
+    for i, entry in enumerate(cfg.domains):
+        try:
+            out.append(get_domain(entry.id))
+        except KeyError as e:
+            raise ConfigError("<config>", f"domains.{i}.id", str(e)) from None
+    # the trainer and the curriculum look domains up by the config's id
+    for entry, dom in zip(cfg.domains, out, strict=True):
+        if dom.id != entry.id:
+            entry.id = dom.id
+    return out
+
+
+def difficulties(cfg: RunConfig) -> dict[str, list[int]]:
+    """``{domain_id: difficulties}`` of the run's domain entries."""
+    return {e.id: list(e.difficulty) for e in cfg.domains}
+
+
+def warm_start_demos(domains: Sequence[Domain], per_domain: int, seed: int) -> list[Demo]:
+    """Demonstrations ``(prompt messages, oracle answer)`` of difficulty-1 *train* tasks.
+
+    Multi-turn domains contribute their first turn: the prompt plus the env's first
+    observation, answered by the first oracle action (at most ``MULTI_TURN_DEMOS``).
+    """
+    demos: list[Demo] = []
+    for dom in domains:
+        count = min(per_domain, MULTI_TURN_DEMOS) if dom.multi_turn else per_domain
+        for task in dom.tasks("train", difficulty=1, n=count, seed=seed + 7):
+            if not dom.multi_turn:
+                demos.append((task.prompt, dom.oracle(task)))
+                continue
+            actions = dom.oracle_actions(task)
+            with dom.env(task) as env:
+                obs, _ = env.reset(seed=0)
+            messages = list(task.prompt) + ([{"role": "user", "content": obs}] if obs else [])
+            if actions:
+                demos.append((messages, actions[0]))
+    return demos
+
+
+def base_model_path(cfg: RunConfig, domains: Sequence[Domain], *,
+                    on_step: Callable[[int, float, float], None] | None = None,
+                    log: Callable[[str], None] | None = None) -> str:
+    """Directory (or hub id) of the base model: the cached warm-started tiny model for
+    ``model.kind == "tiny"`` (built on first use), else ``model.path``."""
+    if cfg.model.kind == "hf":
+        return cfg.model.path
+    tiny = cfg.model.tiny
+    path = build_base_model(
+        tiny, [d.id for d in domains],
+        lambda: warm_start_demos(domains, tiny.warm_start_demos, cfg.run.seed),
+        seed=cfg.run.seed, on_step=on_step, log=log)
+    return str(path)
+
+
+def cached_base_model(cfg: RunConfig, domains: Sequence[Domain]) -> bool:
+    """True when the warm-started tiny model of ``cfg`` is already in the cache."""
+    tiny = cfg.model.tiny
+    key = cache_key(tiny, [d.id for d in domains], cfg.run.seed)
+    return (Path(os.path.expanduser(tiny.cache_dir)) / key / "warmstart.json").is_file()
+
+
+def set_threads(cfg: RunConfig) -> None:
+    """Apply ``run.torch_threads`` (tiny models run fastest on one thread per process) and
+    silence transformers' own progress bars (the pipeline draws its own)."""
+    if cfg.run.torch_threads > 0:
+        torch.set_num_threads(cfg.run.torch_threads)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+def load_policy(path: str, cfg: RunConfig) -> Any:
+    """The trainable policy of the run: an ``HFPolicy`` over ``path`` (``rollout.backend``
+    ``hf``), or the backend ``make_policy`` builds for ``vllm:``.
+
+    Raises:
+        ConfigError: the model cannot be loaded, or the backend cannot be trained.
+    """
+    from polyrl.rollout import HFPolicy, make_policy
+
+    backend = cfg.rollout.backend
+    if backend == "hf":
+        return HFPolicy.from_pretrained(path, device=cfg.model.device, dtype=cfg.model.dtype,
+                                        prefix_reuse=cfg.rollout.prefix_reuse)
+    if backend == "vllm":
+        return make_policy(f"vllm:{path}")
+    raise ConfigError("<config>", "rollout.backend",
+                      f"{backend!r} serves a remote model that polyrl run cannot update; "
+                      "use 'hf' or 'vllm' (evaluate remote models with `polyrl eval`)")
+
+
+def make_scheduler(cfg: RunConfig, run_dir: Path) -> Any:
+    """A ``Scheduler`` over ``run_dir/state.sqlite`` (jobs, retries, durable results)."""
+    from polyrl.scheduler import Scheduler, SQLiteStore
+
+    workers = cfg.scheduler.workers or (os.cpu_count() or 1)
+    return Scheduler(store=SQLiteStore(Path(run_dir) / "state.sqlite"),
+                     executor=cfg.scheduler.backend, workers=workers, seed=cfg.run.seed)
+
+
+def eval_sampling(cfg: RunConfig) -> SamplingParams:
+    """Sampling of the held-out evaluations (greedy unless ``eval.temperature`` > 0)."""
+    return SamplingParams(temperature=cfg.eval.temperature, top_p=1.0,
+                          max_tokens=cfg.rollout.max_new_tokens, seed=cfg.run.seed)
+
+
+def eval_tasks(cfg: RunConfig, domains: Sequence[Domain]) -> dict[str, list[Task]]:
+    """The held-out test tasks of every domain: the same ones before and after RL."""
+    diffs = difficulties(cfg)
+    return {d.id: heldout_tasks(d, cfg.eval.n_per_domain, seed=cfg.run.seed + 1000,
+                                difficulty=cfg.eval.difficulty or diffs.get(d.id))
+            for d in domains}

@@ -1,0 +1,150 @@
+"""Baseline vs post-RL comparison: ``summary.json`` and ``summary.md`` of a run.
+
+Both evaluations score the *same* held-out tasks (same ids), so the per-domain
+improvement is tested with a paired bootstrap over tasks
+(``polyrl.eval.stats.paired_bootstrap_ci``). A domain counts as *improved* when
+the whole 95% interval of ``post - baseline`` lies above 0.
+
+``summary.json`` schema::
+
+    {"run_id": str, "wall_s": float, "improved_domains": [id, ...],
+     "steps": int, "stages_s": {stage: seconds},
+     "domains": {id: {"n", "baseline", "post", "delta", "delta_ci95": [lo, hi],
+                      "baseline_ci95", "post_ci95", "baseline_passed", "post_passed",
+                      "errors"}}}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from polyrl.eval.evaluate import SampleRow, aggregate
+from polyrl.eval.stats import bootstrap_ci, paired_bootstrap_ci
+
+
+def write_rows(path: Path, rows: Iterable[SampleRow], *, transcript: bool = False) -> None:
+    """Write one JSON line per row (``result_line``, or ``transcript`` with the texts)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r.transcript() if transcript else r.result_line()) + "\n")
+    tmp.replace(path)
+
+
+def read_rows(path: Path) -> list[SampleRow]:
+    """Rows written by ``write_rows`` (either form).
+
+    Raises:
+        FileNotFoundError: no such file; ValueError: a line is not a row (names file and line).
+    """
+    rows = []
+    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            rows.append(SampleRow(
+                task_id=d["task_id"], domain=d["domain"], sample_index=int(d["sample_index"]),
+                difficulty=int(d.get("difficulty", 0)), reward=d["reward"],
+                passed=d.get("passed"), components=d.get("components") or {},
+                error=d.get("error"), error_message=d.get("error_message", ""),
+                prompt=d.get("prompt", ""), completion=d.get("completion", "")))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{path}: line {lineno}: not a result row ({e})") from e
+    return rows
+
+
+def compare(baseline: Sequence[SampleRow], post: Sequence[SampleRow], *,
+            binary: dict[str, bool] | None = None, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Per-domain baseline, post, delta and paired 95% interval over the shared tasks.
+
+    Args:
+        baseline, post: scored rows of the two evaluations.
+        binary: ``{domain_id: has a pass/fail verdict}`` (default: inferred from rows).
+        seed: bootstrap seed.
+
+    Returns:
+        ``{domain_id: {"n", "baseline", "post", "delta", "delta_ci95", "baseline_ci95",
+        "post_ci95", "baseline_passed", "post_passed", "errors"}}``; ``n`` counts tasks
+        scored without error in both evaluations.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    domains = list(dict.fromkeys([r.domain for r in baseline] + [r.domain for r in post]))
+    for dom in domains:
+        b_rows = [r for r in baseline if r.domain == dom]
+        p_rows = [r for r in post if r.domain == dom]
+        is_binary = (binary or {}).get(dom)
+        if is_binary is None:
+            is_binary = any(r.passed is not None for r in b_rows + p_rows)
+        samples = max([r.sample_index + 1 for r in b_rows + p_rows] or [1])
+        b = aggregate(dom, b_rows, samples, binary=is_binary, seed=seed)
+        p = aggregate(dom, p_rows, samples, binary=is_binary, seed=seed)
+        shared = [t for t in b.task_rewards if t in p.task_rewards]
+        bv = np.array([b.task_rewards[t] for t in shared])  # (n,)
+        pv = np.array([p.task_rewards[t] for t in shared])  # (n,)
+        lo, hi = paired_bootstrap_ci(bv, pv, seed=seed)
+        base = float(bv.mean()) if shared else float("nan")
+        after = float(pv.mean()) if shared else float("nan")
+        out[dom] = {
+            "n": len(shared), "baseline": _clean(base), "post": _clean(after),
+            "delta": _clean(after - base), "delta_ci95": [_clean(lo), _clean(hi)],
+            "baseline_ci95": [_clean(x) for x in bootstrap_ci(bv, seed=seed)],
+            "post_ci95": [_clean(x) for x in bootstrap_ci(pv, seed=seed)],
+            "baseline_passed": _passed(b_rows, shared) if is_binary else None,
+            "post_passed": _passed(p_rows, shared) if is_binary else None,
+            "errors": {"baseline": b.errors, "post": p.errors},
+        }
+    return out
+
+
+def improved(domains: dict[str, dict[str, Any]]) -> list[str]:
+    """Ids whose ``delta_ci95`` lies entirely above 0."""
+    return [d for d, v in domains.items()
+            if v["delta_ci95"][0] is not None and v["delta_ci95"][0] > 0]
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """``summary.md``: a table of baseline, post, delta and interval per domain."""
+    lines = [f"# polyrl run `{summary.get('run_id', '?')}`", ""]
+    doms = summary.get("domains", {})
+    imp = summary.get("improved_domains", [])
+    lines.append(f"Improved (paired-bootstrap 95% interval of post - baseline above 0): "
+                 f"**{len(imp)} of {len(doms)}** domains"
+                 + (f" ({', '.join(imp)})" if imp else "") + ".")
+    cpu = summary.get("cpu_s")
+    lines.append(f"Wall time: {summary.get('wall_s', float('nan')):.0f} s"
+                 + (f" ({cpu:.0f} CPU-seconds)" if cpu else "")
+                 + f"; RL steps: {summary.get('steps', '?')}.")
+    lines += ["", "| domain | n | baseline | post | delta | delta 95% CI | improved |",
+              "|---|---:|---:|---:|---:|---|:---:|"]
+    for dom, v in doms.items():
+        lo, hi = v["delta_ci95"]
+        lines.append(f"| {dom} | {v['n']} | {_f(v['baseline'])} | {_f(v['post'])} | "
+                     f"{_f(v['delta'], True)} | [{_f(lo, True)}, {_f(hi, True)}] | "
+                     f"{'yes' if dom in imp else 'no'} |")
+    stages = summary.get("stages_s") or {}
+    if stages:
+        lines += ["", "Stage times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in stages.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _passed(rows: Sequence[SampleRow], shared: Sequence[str]) -> int:
+    keep = set(shared)
+    return len({r.task_id for r in rows if r.task_id in keep and r.passed})
+
+
+def _clean(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(float(x), 6)
+
+
+def _f(x: float | None, sign: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:+.3f}" if sign else f"{x:.3f}"

@@ -1,0 +1,270 @@
+"""Build the quickstart's base model: a tiny byte-level Llama given a short supervised warm start.
+
+RL only improves what the policy already does sometimes: a randomly initialised
+model never earns reward, so GRPO has no signal. The quickstart therefore starts
+from a model that was trained for a few seconds with supervised fine-tuning (SFT,
+next-token cross-entropy on the answer tokens only) on demonstrations -- pairs of
+(chat prompt, reference answer) from the easy train tasks of the run's domains --
+so that it starts with *partial* skill (the recipe of "expert iteration then RL";
+e.g. DeepSeek-R1's cold start, arXiv:2501.12948, at toy scale).
+
+The result is cached under ``cache_dir/<key>/`` (``save_pretrained`` model +
+tokenizer + ``warmstart.json``) where ``key`` hashes everything that shapes the
+model, so a second run loads it in well under a second.
+
+This module knows nothing of domains: callers pass the demonstrations
+(``polyrl.eval.pipeline`` builds them from ``Domain.tasks`` and ``Domain.oracle``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from polyrl.config import TinyModelSection
+from polyrl.models.tiny import build_byte_tokenizer, build_tiny_model
+
+Demo = tuple[list[dict[str, str]], str]
+"""One demonstration: ``(chat messages of the prompt, answer text)``."""
+
+IGNORE_INDEX = -100
+"""Label id ignored by the cross-entropy (prompt and padding positions)."""
+
+
+@dataclass
+class WarmStartStats:
+    """What a warm start did.
+
+    Attributes:
+        steps: optimizer steps taken; examples: demonstrations seen (with repeats);
+        seconds: wall seconds spent training; first_loss / last_loss: mean token
+        cross-entropy (nats) of the first and the last 20 steps; demos: distinct
+        demonstrations; tokens: answer tokens trained on (with repeats).
+    """
+
+    steps: int = 0
+    examples: int = 0
+    seconds: float = 0.0
+    first_loss: float = float("nan")
+    last_loss: float = float("nan")
+    demos: int = 0
+    tokens: int = 0
+
+
+def cache_key(tiny: TinyModelSection, domain_ids: Sequence[str], seed: int) -> str:
+    """Hex digest (16 chars) of the model shape, warm-start settings, domain ids and seed."""
+    shape = tiny.model_dump(exclude={"cache_dir"})
+    blob = json.dumps({"tiny": shape, "domains": sorted(domain_ids), "seed": seed, "v": 2},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def encode_demos(tokenizer: Any, demos: Sequence[Demo], max_len: int) -> list[tuple[list[int], int]]:
+    """Token ids of each demonstration and where its answer starts.
+
+    Each example is ``chat_template(prompt, add_generation_prompt=True) + answer + eos``.
+
+    Returns:
+        ``[(ids, prompt_len)]``; examples longer than ``max_len`` tokens are dropped.
+    """
+    out = []
+    for messages, answer in demos:
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                               tokenize=True, return_dict=False)
+        if hasattr(prompt, "keys"):
+            prompt = prompt["input_ids"]
+        target = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        ids = [int(i) for i in prompt] + [int(i) for i in target] + [tokenizer.eos_token_id]
+        if len(ids) <= max_len:
+            out.append((ids, len(prompt)))
+    return out
+
+
+def collate(examples: Sequence[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded batch with labels on the answer tokens only.
+
+    Returns:
+        ``input_ids``, ``attention_mask``, ``labels``: each (batch, max_len) int64;
+        ``labels`` is ``IGNORE_INDEX`` on prompt and padding positions.
+    """
+    width = max(len(ids) for ids, _ in examples)
+    input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)  # (B, T)
+    labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)  # (B, T)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)  # (B, T)
+    for row, (ids, start) in enumerate(examples):
+        t = torch.tensor(ids, dtype=torch.long)
+        input_ids[row, : len(ids)] = t
+        labels[row, start : len(ids)] = t[start:]
+        mask[row, : len(ids)] = 1
+    return {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
+
+
+def supervised_warm_start(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    demos: Sequence[Demo],
+    *,
+    seconds: float,
+    lr: float,
+    max_steps: int = 0,
+    batch_size: int = 32,
+    seed: int = 0,
+    on_step: Callable[[int, float, float], None] | None = None,
+) -> WarmStartStats:
+    """Train ``model`` in place with next-token cross-entropy on the answers of ``demos``.
+
+    AdamW, linear warm-up over 5% of the budget then linear decay to 10% of ``lr``,
+    gradient clipping at 1.0; batches group demonstrations of similar length. The budget is ``seconds`` of wall time, or
+    ``max_steps`` optimizer steps when > 0, whichever comes first.
+
+    Args:
+        model: a causal LM (``model(input_ids, attention_mask, labels).loss``).
+        tokenizer: its tokenizer (chat template, ``eos_token_id``, ``pad_token_id``).
+        demos: demonstrations ``(messages, answer)``; shuffled and cycled.
+        seconds: wall-clock budget, seconds.
+        lr: peak learning rate.
+        max_steps: step budget (0 = time only).
+        batch_size: demonstrations per optimizer step.
+        seed: shuffling seed.
+        on_step: ``on_step(step, elapsed_s, loss)`` after each step.
+
+    Returns:
+        ``WarmStartStats``.
+
+    Raises:
+        ValueError: no demonstration fits the model's context.
+    """
+    max_len = int(getattr(model.config, "max_position_embeddings", 1024))
+    examples = encode_demos(tokenizer, demos, max_len)
+    if not examples:
+        raise ValueError(f"no demonstration fits the model's context of {max_len} tokens")
+    stats = WarmStartStats(demos=len(examples))
+    if seconds <= 0 and max_steps <= 0:
+        return stats
+    rng = random.Random(seed)
+    order: list[list[int]] = []
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    losses: list[float] = []
+    model.train()
+    start = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - start
+        frac = elapsed / seconds if seconds > 0 else 0.0
+        if max_steps > 0:
+            frac = max(frac, stats.steps / max_steps)
+        if frac >= 1.0:
+            break
+        if not order:
+            order = _length_buckets(examples, batch_size, rng)
+        batch = collate([examples[i] for i in order.pop()], pad_id)
+        scale = min(1.0, frac / 0.05) if frac < 0.05 else 1.0 - 0.9 * (frac - 0.05) / 0.95
+        for group in opt.param_groups:
+            group["lr"] = lr * max(scale, 0.02)
+        loss = model(**batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        stats.steps += 1
+        stats.examples += batch["input_ids"].shape[0]
+        stats.tokens += int((batch["labels"] != IGNORE_INDEX).sum())
+        losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(stats.steps, time.monotonic() - start, losses[-1])
+    model.eval()
+    stats.seconds = time.monotonic() - start
+    if losses:
+        stats.first_loss = sum(losses[:20]) / len(losses[:20])
+        stats.last_loss = sum(losses[-20:]) / len(losses[-20:])
+    return stats
+
+
+def _length_buckets(examples: Sequence[tuple[list[int], int]], batch_size: int,
+                    rng: random.Random) -> list[list[int]]:
+    """One epoch of batches (index lists) of similar length: shuffle, sort windows of
+    ``64 * batch_size`` examples by length, cut into batches, shuffle the batches.
+
+    Mixed domains have prompts of 6 to 100+ bytes; padding every batch to its longest
+    member would waste most of the compute."""
+    idx = list(range(len(examples)))
+    rng.shuffle(idx)
+    batches: list[list[int]] = []
+    window = 64 * batch_size
+    for start in range(0, len(idx), window):
+        part = sorted(idx[start : start + window], key=lambda i: len(examples[i][0]))
+        batches.extend(part[k : k + batch_size] for k in range(0, len(part), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+def build_base_model(
+    tiny: TinyModelSection,
+    domain_ids: Sequence[str],
+    make_demos: Callable[[], Sequence[Demo]],
+    *,
+    seed: int = 0,
+    on_step: Callable[[int, float, float], None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """The cached warm-started tiny model for these settings; built (and cached) when missing.
+
+    Args:
+        tiny: model shape and warm-start settings (``cache_dir`` is where it goes).
+        domain_ids: the run's domain ids (part of the cache key).
+        make_demos: returns the demonstrations; called only when building.
+        seed: initialisation and shuffling seed.
+        on_step: progress callback, see ``supervised_warm_start``.
+        log: one-line messages (``"cached base model at ..."``).
+
+    Returns:
+        the directory holding ``config.json``, the weights, the tokenizer files and
+        ``warmstart.json`` (``WarmStartStats`` + the settings); loadable with
+        ``AutoModelForCausalLM`` / ``AutoTokenizer`` (``HFPolicy.from_pretrained``).
+    """
+    root = Path(os.path.expanduser(tiny.cache_dir))
+    key = cache_key(tiny, domain_ids, seed)
+    final = root / key
+    if (final / "warmstart.json").is_file():
+        if log:
+            log(f"base model: cached at {final}")
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    model = build_tiny_model(
+        hidden_size=tiny.hidden_size, num_layers=tiny.num_layers, num_heads=tiny.num_heads,
+        intermediate_size=tiny.intermediate_size,
+        max_position_embeddings=tiny.max_position_embeddings, seed=seed)
+    tokenizer = build_byte_tokenizer()
+    demos = make_demos()
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        stats = supervised_warm_start(
+            model, tokenizer, demos, seconds=tiny.warm_start_s, lr=tiny.warm_start_lr,
+            max_steps=tiny.warm_start_steps, batch_size=tiny.warm_start_batch, seed=seed,
+            on_step=on_step)
+    tmp = root / f".{key}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    info = {"key": key, "domains": list(domain_ids), "seed": seed,
+            "tiny": tiny.model_dump(), "stats": asdict(stats),
+            "parameters": sum(p.numel() for p in model.parameters())}
+    (tmp / "warmstart.json").write_text(json.dumps(info, indent=2))
+    try:
+        os.replace(tmp, final)  # atomic publish; a concurrent builder may have won
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if log:
+        log(f"base model: built in {stats.seconds:.0f}s ({stats.steps} SFT steps, loss "
+            f"{stats.first_loss:.2f} -> {stats.last_loss:.2f}), cached at {final}")
+    return final

@@ -1,0 +1,245 @@
+"""The ``openai`` backend: any OpenAI-compatible HTTP server (vLLM, llama.cpp, SGLang, Ollama).
+
+Uses the chat endpoint (``/v1/chat/completions``) for tasks, or the legacy
+completions endpoint (``/v1/completions``) for raw/token prompts. At most
+``max_concurrency`` requests are in flight per policy, across all calling
+threads (a shared semaphore); each sample is one request (``n=1``,
+which every server supports), seeded ``seed + k`` for the k-th sample when a
+seed is given. Logprobs are asked for and recorded when the server offers them
+(servers report their own convention; vLLM's default is untempered).
+Token ids come back only from servers that can name them: with
+``token_ids=True`` the client sends vLLM's ``return_tokens_as_token_ids`` and
+parses ``"token_id:N"`` tokens.
+
+Failures: connection errors, timeouts and HTTP 408/429/5xx are retried in the
+backend (``max_retries`` times, exponential backoff with jitter) and then raised
+as ``PolicyServerError`` (transient: the scheduler retries the job). Other 4xx
+answers are final: ``PromptTooLongError`` when the server says the context is
+exceeded, else ``ConfigError`` (bad model name, bad request).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from polyrl.errors import ConfigError, PolicyServerError, PromptTooLongError
+from polyrl.rollout.base import Policy, SamplingParams, check_n
+from polyrl.types import Completion, Task
+
+RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+"""HTTP statuses retried as transient."""
+
+
+class OpenAIPolicy(Policy):
+    """A policy served over the OpenAI API.
+
+    Args:
+        base_url: server root, e.g. ``http://127.0.0.1:8000`` (``/v1`` appended if absent).
+        model: the served model name.
+        endpoint: ``"chat"`` (messages) or ``"completions"`` (text prompt rendered with
+            ``tokenizer``'s chat template, or message contents joined by newlines).
+        api_key: bearer token; default ``$OPENAI_API_KEY`` (none sent when unset).
+        max_concurrency: requests in flight at most.
+        timeout_s: per-request timeout in seconds.
+        max_retries: retries of a transient failure before ``PolicyServerError``.
+        backoff_s: first retry delay in seconds (doubles each retry, with jitter).
+        tokenizer: optional local tokenizer (for completions prompts and episodes).
+        token_ids: ask for token ids (vLLM's ``return_tokens_as_token_ids``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        endpoint: str = "chat",
+        api_key: str | None = None,
+        max_concurrency: int = 8,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        tokenizer: Any = None,
+        token_ids: bool = False,
+    ) -> None:
+        super().__init__()
+        if endpoint not in ("chat", "completions"):
+            raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        url = base_url.rstrip("/")
+        self.base_url = url if url.endswith("/v1") else url + "/v1"
+        self.model = model
+        self.name = f"openai:{base_url}#{model}"
+        self.endpoint = endpoint
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.max_concurrency = max_concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.tokenizer = tokenizer
+        self.token_ids = token_ids
+        self.retries = 0  # transient failures retried so far (for tests and logs)
+        self._slots = threading.BoundedSemaphore(max_concurrency)  # shared by all calls
+
+    # ----------------------------------------------------------------- public API
+    def generate(self, tasks: list[Task], n: int, sampling: SamplingParams) -> list[Completion]:
+        """See ``Policy.generate``; one request per sample, ``max_concurrency`` at a time."""
+        check_n(n)
+        jobs = [(t, j, self._body_for_messages(t.prompt, sampling, i * n + j))
+                for i, t in enumerate(tasks) for j in range(n)]
+        results = self._run_all([b for _, _, b in jobs])
+        out = []
+        for (task, j, _), res in zip(jobs, results, strict=True):
+            c = self._completion(res, sampling)
+            c.task_id, c.sample_index = task.id, j
+            c.prompt_token_ids = self.render_prompt(task)
+            out.append(c)
+        self.stats.prompts += len(tasks)
+        self.stats.completions += len(out)
+        return out
+
+    def generate_from_tokens(
+        self, prompt_token_ids: list[list[int]], n: int, sampling: SamplingParams
+    ) -> list[Completion]:
+        """Token-id prompts through the completions endpoint (vLLM, OpenAI legacy)."""
+        check_n(n)
+        jobs = []
+        for i, ids in enumerate(prompt_token_ids):
+            for j in range(n):
+                body = self._base_body(sampling, i * n + j)
+                body["prompt"] = list(ids)
+                jobs.append((ids, j, ("completions", body)))
+        results = self._run_all([b for _, _, b in jobs])
+        out = []
+        for (ids, j, _), res in zip(jobs, results, strict=True):
+            c = self._completion(res, sampling)
+            c.sample_index, c.prompt_token_ids = j, list(ids)
+            out.append(c)
+        return out
+
+    def generate_turn(self, task, prompt_token_ids, turn_index, sampling, messages=None):  # noqa: ANN001, ANN201
+        """Chat endpoint with ``messages`` when given (text-only servers), else token ids."""
+        if messages is None or (self.token_ids and prompt_token_ids):
+            return super().generate_turn(task, prompt_token_ids, turn_index, sampling)
+        res = self._run_all([self._body_for_messages(messages, sampling, turn_index)])[0]
+        c = self._completion(res, sampling)
+        c.task_id, c.prompt_token_ids = task.id, list(prompt_token_ids)
+        return c
+
+    # ------------------------------------------------------------------ requests
+    def _base_body(self, sampling: SamplingParams, k: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model, "max_tokens": sampling.max_tokens,
+            "temperature": sampling.temperature, "top_p": sampling.top_p, "n": 1,
+        }
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed + k
+        if self.token_ids:
+            body["return_tokens_as_token_ids"] = True
+        return body
+
+    def _body_for_messages(self, messages: list[dict[str, str]], sampling: SamplingParams,
+                           k: int) -> tuple[str, dict[str, Any]]:
+        body = self._base_body(sampling, k)
+        if self.endpoint == "chat":
+            body["messages"] = messages
+            body["logprobs"] = True
+            return "chat/completions", body
+        if self.tokenizer is not None and getattr(self.tokenizer, "chat_template", None):
+            body["prompt"] = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True)
+        else:
+            body["prompt"] = "\n".join(m["content"] for m in messages) + "\n"
+        body["logprobs"] = 1
+        return "completions", body
+
+    def _run_all(self, requests: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        t0 = time.perf_counter()
+        if len(requests) == 1:
+            out = [self._post(*requests[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests))) as pool:
+                out = list(pool.map(lambda r: self._post(*r), requests))
+        self.stats.generate_s += time.perf_counter() - t0
+        return out
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST with retries; returns the decoded JSON answer."""
+        url = f"{self.base_url}/{path}"
+        data = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self.retries += 1
+                delay = self.backoff_s * 2 ** (attempt - 1)
+                time.sleep(delay / 2 + random.uniform(0, delay / 2))
+            req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+            try:
+                with self._slots, urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                    return json.loads(resp.read().decode())
+            except urllib.error.HTTPError as e:
+                detail = e.read().decode(errors="replace")[:500]
+                if e.code not in RETRY_STATUS:
+                    raise _final_error(url, e.code, detail) from e
+                last = f"HTTP {e.code}: {detail}"
+            except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+                last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
+            except json.JSONDecodeError as e:
+                last = f"answer is not JSON: {e}"
+        raise PolicyServerError(f"{url}: failed after {self.max_retries + 1} attempts: {last}")
+
+    # ------------------------------------------------------------------- answers
+    def _completion(self, res: dict[str, Any], sampling: SamplingParams) -> Completion:
+        try:
+            choice = res["choices"][0]
+        except (KeyError, IndexError, TypeError) as e:
+            raise PolicyServerError(f"{self.base_url}: answer has no choices: {res!r:.200}") from e
+        text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")
+        tokens, lps = _logprobs(choice.get("logprobs"))
+        ids = _token_ids(tokens) if self.token_ids else []
+        reason = choice.get("finish_reason") or "stop"
+        return Completion(
+            task_id="", text=text or "", token_ids=ids, logprobs=lps,
+            finish_reason="length" if reason == "length" else "stop", policy_version=self.version,
+        )
+
+
+def _logprobs(lp: Any) -> tuple[list[str], list[float]]:
+    """(tokens, logprobs) from a chat (``content: [...]``) or legacy logprobs object."""
+    if not isinstance(lp, dict):
+        return [], []
+    if isinstance(lp.get("content"), list):
+        items = lp["content"]
+        return [str(x.get("token", "")) for x in items], [float(x["logprob"]) for x in items]
+    tokens, values = lp.get("tokens") or [], lp.get("token_logprobs") or []
+    return [str(t) for t in tokens], [float(v) if v is not None else 0.0 for v in values]
+
+
+def _token_ids(tokens: list[str]) -> list[int]:
+    """Ids from vLLM's ``token_id:N`` tokens; empty when any token is not in that form."""
+    ids = []
+    for t in tokens:
+        if not t.startswith("token_id:"):
+            return []
+        ids.append(int(t.split(":", 1)[1]))
+    return ids
+
+
+def _final_error(url: str, status: int, detail: str) -> Exception:
+    low = detail.lower()
+    if status == 400 and ("context length" in low or "maximum context" in low or "too long" in low):
+        return PromptTooLongError(f"{url}: {detail}")
+    return ConfigError("<cli>", "policy", f"{url} answered HTTP {status}: {detail}")

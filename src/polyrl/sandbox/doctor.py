@@ -1,0 +1,103 @@
+"""``polyrl sandbox doctor``: probe which backends work on this host, and why not."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from polyrl.errors import SandboxError
+
+
+@dataclass
+class BackendReport:
+    """Whether one backend works here.
+
+    Attributes:
+        backend: ``"bwrap"`` or ``"process"``.
+        ok: a real probe execution succeeded.
+        detail: what was found (binary path, startup ms) or why it failed and how to fix.
+        startup_ms: milliseconds of one whole execution of ``true`` (setup + run + reap).
+    """
+
+    backend: str
+    ok: bool
+    detail: str
+    startup_ms: float | None = None
+
+
+@dataclass
+class DoctorReport:
+    """Host facts and one ``BackendReport`` per backend."""
+
+    facts: dict[str, str] = field(default_factory=dict)
+    backends: list[BackendReport] = field(default_factory=list)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return "absent"
+
+
+def host_facts() -> dict[str, str]:
+    """Kernel knobs that decide whether user namespaces (hence bwrap) can work."""
+    return {
+        "euid": str(os.geteuid()),
+        "kernel": os.uname().release,
+        "user.max_user_namespaces": _read("/proc/sys/user/max_user_namespaces"),
+        "kernel.unprivileged_userns_clone": _read("/proc/sys/kernel/unprivileged_userns_clone"),
+        "kernel.apparmor_restrict_unprivileged_userns":
+            _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
+    }
+
+
+def _fix_hint(facts: dict[str, str]) -> str:
+    hints = []
+    if facts["user.max_user_namespaces"] == "0":
+        hints.append("sysctl -w user.max_user_namespaces=15000")
+    if facts["kernel.unprivileged_userns_clone"] == "0":
+        hints.append("sysctl -w kernel.unprivileged_userns_clone=1")
+    if facts["kernel.apparmor_restrict_unprivileged_userns"] == "1":
+        hints.append("sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 "
+                     "(or an AppArmor profile allowing userns for bwrap)")
+    hints.append("in docker: run with --security-opt seccomp=unconfined "
+                 "--security-opt apparmor=unconfined (or --privileged)")
+    return "; ".join(hints)
+
+
+def probe(backend: str) -> BackendReport:
+    """Run ``true`` (and a Python import) through ``backend``; never raises."""
+    from polyrl.sandbox.sandbox import Sandbox
+
+    try:
+        sb = Sandbox(backend=backend, limits="strict")
+        sb.run(["true"])  # first run builds the host view
+        t0 = time.perf_counter()
+        res = sb.run(["true"])
+        startup_ms = (time.perf_counter() - t0) * 1000
+        if res.exit_code != 0:
+            return BackendReport(backend, False, f"probe 'true' exited {res.exit_code}: "
+                                 f"{res.stderr.strip()[-300:]}")
+        py = sb.run_python("import sys; print(sys.version_info[0])")
+        if py.stdout.strip() != "3":
+            return BackendReport(backend, False, "python does not run inside: "
+                                 f"{py.stderr.strip()[-300:]}")
+    except SandboxError as e:
+        facts = host_facts()
+        return BackendReport(backend, False, f"{type(e).__name__}: {e}. Fix: {_fix_hint(facts)}")
+    detail = "works"
+    if backend == "bwrap":
+        from polyrl.sandbox.hostview import find_bwrap
+
+        detail = f"works ({find_bwrap()}); private uid per run: {os.geteuid() == 0}"
+    else:
+        detail = "works (rlimits only, NO isolation)"
+    return BackendReport(backend, True, detail, startup_ms=round(startup_ms, 1))
+
+
+def doctor() -> DoctorReport:
+    """Probe every backend on this host."""
+    return DoctorReport(facts=host_facts(), backends=[probe("bwrap"), probe("process")])

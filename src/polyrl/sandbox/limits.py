@@ -1,0 +1,125 @@
+"""The one documented limits spec of a sandboxed execution, and its named presets.
+
+Units live in the field names (seconds, MiB, KiB, processes). Modelled on the
+idea of nsjail's ``config.proto``: one spec, every field documented, a few named
+policies (``PRESETS``) instead of ad-hoc numbers at every call site.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from polyrl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one execution (all enforced by the kernel, not by polling).
+
+    Attributes:
+        timeout_s: wall-clock seconds from start until the whole process tree is
+            killed (SIGTERM, then SIGKILL after ``kill_grace_s``). ``limit_hit="timeout_s"``.
+        cpu_s: CPU seconds (user + system) per process (``RLIMIT_CPU``, rounded up to whole
+            seconds, SIGKILL at the limit); independent of machine load, so verdicts do not
+            change when the host is busy.
+        memory_mib: address-space limit per process in MiB (``RLIMIT_AS``); allocations
+            beyond it fail (MemoryError / ENOMEM).
+        max_pids: processes *and threads* the execution may have at once
+            (``RLIMIT_NPROC`` inside a private user id); stops fork bombs.
+        max_file_mib: largest file the program may write, MiB (``RLIMIT_FSIZE``); also the
+            size of the private ``/tmp`` tmpfs.
+        max_output_kib: bytes kept of stdout and of stderr, each, in KiB. When a stream
+            passes it, it is cut, flagged truncated, and the program is killed
+            (``limit_hit="max_output_kib"``); the host never buffers more.
+        network: False = private network namespace with only loopback; True = the
+            host's network (ask for it explicitly).
+        kill_grace_s: seconds between SIGTERM and SIGKILL when the wall limit trips.
+    """
+
+    timeout_s: float = 10.0
+    cpu_s: float = 10.0
+    memory_mib: int = 1024
+    max_pids: int = 64
+    max_file_mib: int = 64
+    max_output_kib: int = 256
+    network: bool = False
+    kill_grace_s: float = 0.2
+
+    def __post_init__(self) -> None:
+        positive = ("timeout_s", "cpu_s", "memory_mib", "max_pids", "max_file_mib",
+                    "max_output_kib")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ConfigError("<limits>", f"sandbox.limits.{name}",
+                                  f"must be a number > 0, got {value!r}")
+        if self.kill_grace_s < 0:
+            raise ConfigError("<limits>", "sandbox.limits.kill_grace_s",
+                              f"must be >= 0, got {self.kill_grace_s!r}")
+        if self.max_pids < 4:
+            raise ConfigError("<limits>", "sandbox.limits.max_pids",
+                              f"must be >= 4 (the sandbox itself needs 3), got {self.max_pids}")
+
+    def replace(self, **changes: object) -> Limits:
+        """Return a copy with ``changes`` applied (validated again)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @property
+    def max_output_bytes(self) -> int:
+        """``max_output_kib`` in bytes."""
+        return int(self.max_output_kib * 1024)
+
+    def rlimits(self, extra_memory_mib: int = 0) -> list[tuple[int, int, int]]:
+        """``(resource, soft, hard)`` triples to apply with ``setrlimit`` before exec.
+
+        Args:
+            extra_memory_mib: added to ``memory_mib`` (the fork-server's inherited
+                interpreter is not the program's fault).
+        """
+        import resource
+
+        cpu = max(1, math.ceil(self.cpu_s))
+        mem = int((self.memory_mib + extra_memory_mib) * 1024 * 1024)
+        fsize = int(self.max_file_mib * 1024 * 1024)
+        return [
+            (resource.RLIMIT_CPU, cpu, cpu),  # soft == hard: SIGKILL at the limit
+            (resource.RLIMIT_AS, mem, mem),
+            (resource.RLIMIT_NPROC, self.max_pids, self.max_pids),
+            (resource.RLIMIT_FSIZE, fsize, fsize),
+            (resource.RLIMIT_CORE, 0, 0),
+            (resource.RLIMIT_NOFILE, 1024, 1024),
+        ]
+
+
+PRESETS: dict[str, Limits] = {
+    # one short test run of model code: small and fast to kill
+    "strict": Limits(timeout_s=5.0, cpu_s=5.0, memory_mib=512, max_pids=16, max_file_mib=16,
+                     max_output_kib=64),
+    # the usual reward execution (unit tests, shell tasks, CAD programs)
+    "default": Limits(),
+    # compiling / installing / building: more of everything, still no network
+    "build": Limits(timeout_s=120.0, cpu_s=120.0, memory_mib=4096, max_pids=256,
+                    max_file_mib=512, max_output_kib=1024),
+}
+"""Named limit policies: ``strict`` < ``default`` < ``build``."""
+
+
+def resolve_limits(limits: Limits | str | None, default: Limits | None = None) -> Limits:
+    """Turn a preset name, a ``Limits`` or None (= ``default`` or the "default" preset) into Limits.
+
+    Raises:
+        ConfigError: unknown preset name (lists the known ones).
+    """
+    if limits is None:
+        return default if default is not None else PRESETS["default"]
+    if isinstance(limits, Limits):
+        return limits
+    if isinstance(limits, str):
+        if limits not in PRESETS:
+            raise ConfigError("<sandbox>", "sandbox.preset",
+                              f"unknown preset {limits!r}; known: {', '.join(sorted(PRESETS))}")
+        return PRESETS[limits]
+    raise ConfigError("<sandbox>", "sandbox.limits",
+                      f"expected a Limits, a preset name or None, got {type(limits).__name__}")

@@ -1,0 +1,76 @@
+"""``SandboxPool``: run N sandboxed executions at once, queue the rest.
+
+The pool never oversubscribes the machine: at most ``workers`` executions run (default:
+the CPUs this process may use), extra work waits in a FIFO queue instead of failing or
+timing out, so verdicts do not depend on how much work was submitted at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (affinity mask; falls back to ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_admission_lock = threading.Lock()
+_admission: threading.BoundedSemaphore | None = None
+
+
+def admission() -> threading.BoundedSemaphore:
+    """The process-wide gate every ``Sandbox`` execution passes: at most
+    ``available_cpus()`` run at once, the others wait (waiting is not counted in their
+    wall time), so an overloaded caller queues work instead of turning it into timeouts."""
+    global _admission
+    with _admission_lock:
+        if _admission is None:
+            _admission = threading.BoundedSemaphore(available_cpus())
+        return _admission
+
+
+class SandboxPool:
+    """A bounded pool of worker threads, each running one sandboxed execution at a time.
+
+    Args:
+        workers: concurrent executions; 0 or None = ``available_cpus()``.
+
+    ``fn`` passed to :meth:`submit` / :meth:`map` is any callable that runs a sandbox
+    (``sb.run``, ``fs.run_python``, a domain's scorer...). Exceptions (e.g. ``SandboxError``)
+    are re-raised by ``Future.result()`` / the ``map`` iterator, never swallowed.
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = int(workers) if workers else available_cpus()
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self._ex = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sandbox")
+
+    def submit(self, fn: Callable[..., R], *args: Any, **kwargs: Any) -> Future[R]:
+        """Queue ``fn(*args, **kwargs)``; returns its Future."""
+        return self._ex.submit(fn, *args, **kwargs)
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``[fn(x) for x in items]`` run ``workers`` at a time; results in input order."""
+        return list(self._ex.map(fn, items))
+
+    def close(self, wait: bool = True) -> None:
+        """Stop accepting work; wait for running executions when ``wait``."""
+        self._ex.shutdown(wait=wait, cancel_futures=not wait)
+
+    def __enter__(self) -> SandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,47 @@
+"""The ``process`` backend: rlimits and a process group only, NO isolation.
+
+The program sees the host's filesystem, network and processes, runs as the calling
+user, and its workspace is a host directory it is started in. Use it only where
+bwrap cannot run and the code is trusted; polyrl never picks it on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+
+from polyrl.sandbox.bwrap import Prepared, _count_user_processes, sandbox_env
+from polyrl.sandbox.limits import Limits
+
+
+def prepare(
+    argv: list[str],
+    limits: Limits,
+    workspace_path: str,
+    *,
+    cwd: str = ".",
+    python: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> Prepared:
+    """Command and child setup for one unisolated execution in ``workspace_path``.
+
+    ``/workspace/...`` in ``argv`` is NOT rewritten: relative paths work, absolute ones
+    refer to the host.
+    """
+    python = python or sys.executable
+    rl = limits.rlimits()
+    others = _count_user_processes(os.getuid())
+    rl = [(r, s + others, h + others) if r == resource.RLIMIT_NPROC else (r, s, h)
+          for r, s, h in rl]
+    inner = cwd if os.path.isabs(cwd) else os.path.normpath(os.path.join(workspace_path, cwd))
+    env = sandbox_env(extra_env, python)
+    env["HOME"] = workspace_path
+    env["TMPDIR"] = workspace_path
+
+    def preexec() -> None:
+        os.chdir(inner)
+        for r, soft, hard in rl:
+            resource.setrlimit(r, (soft, hard))
+
+    return Prepared(argv=list(argv), env=env, preexec_fn=preexec)

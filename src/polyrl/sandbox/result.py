@@ -1,0 +1,60 @@
+"""Turn what the runner observed into an ``ExecResult``, naming the limit that tripped."""
+
+from __future__ import annotations
+
+import math
+import re
+import signal
+
+from polyrl.sandbox.limits import Limits
+from polyrl.sandbox.runner import RawRun
+from polyrl.types import ExecResult
+
+_MEMORY = re.compile(rb"MemoryError|std::bad_alloc|Cannot allocate memory|out of memory",
+                     re.IGNORECASE)
+_FSIZE = re.compile(rb"File too large|\[Errno 27\]")
+_PIDS = re.compile(rb"Resource temporarily unavailable|BlockingIOError: \[Errno 11\]|"
+                   rb"can't start new thread|Cannot fork|fork: retry")
+
+
+def to_exec_result(argv: list[str], raw: RawRun, limits: Limits, started_at: float,
+                   *, shell_status: bool) -> ExecResult:
+    """Build the result; ``shell_status``: exit codes > 128 mean "killed by signal (code-128)".
+
+    bwrap's init reports a program killed by signal N as exit code 128+N, so for the
+    bwrap backend a program that *exits* with such a code is read as killed (documented).
+    The limit is named from the kernel's evidence: the runner's own kills (wall time,
+    output), SIGXCPU / SIGKILL after the CPU budget, SIGXFSZ; for memory, file size (Python
+    ignores SIGXFSZ and gets EFBIG) and pids from
+    the program's own failure message (the kernel only makes the call fail).
+    """
+    exit_code, sig = raw.returncode, raw.term_signal
+    if shell_status and exit_code is not None and 128 < exit_code < 128 + 65:
+        exit_code, sig = None, exit_code - 128
+    limit = raw.killed_for
+    failed = sig is not None or (exit_code not in (0, None))
+    if limit is None and failed:
+        # RLIMIT_CPU counts whole seconds (ceil) and rusage under-reports it by up to ~10%
+        cpu_budget = math.ceil(limits.cpu_s)
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_s >= 0.8 * cpu_budget):
+            limit = "cpu_s"
+        elif sig == signal.SIGXFSZ or _FSIZE.search(raw.stderr[-4096:]):
+            limit = "max_file_mib"
+        elif _MEMORY.search(raw.stderr[-4096:]):
+            limit = "memory_mib"
+        elif _PIDS.search(raw.stderr[-8192:]) or _PIDS.search(raw.stderr[:8192]):
+            limit = "max_pids"
+    return ExecResult(
+        argv=list(argv),
+        exit_code=exit_code,
+        signal=sig,
+        stdout=raw.stdout.decode("utf-8", "replace"),
+        stderr=raw.stderr.decode("utf-8", "replace"),
+        stdout_truncated=raw.stdout_truncated,
+        stderr_truncated=raw.stderr_truncated,
+        wall_s=round(raw.wall_s, 6),
+        cpu_s=round(raw.cpu_s, 6),
+        peak_memory_mib=round(raw.peak_memory_mib, 3),
+        limit_hit=limit,
+        started_at=started_at,
+    )

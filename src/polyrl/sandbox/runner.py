@@ -1,0 +1,218 @@
+"""Start one process, pump its output incrementally, enforce the wall limit, reap it.
+
+The host reads stdout and stderr as they are produced (a program that prints 200 kB
+never blocks on a full pipe), keeps at most ``max_output_kib`` of each, and kills the
+process tree when a stream passes the limit or the wall clock runs out. Exit is
+detected with a pidfd, CPU time and peak memory come from ``wait4``'s rusage (the
+whole reaped tree).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from polyrl.errors import SandboxError
+from polyrl.sandbox.limits import Limits
+
+
+@dataclass
+class RawRun:
+    """What the runner observed: exit status, bytes kept, rusage, which limit tripped."""
+
+    returncode: int | None
+    term_signal: int | None
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    wall_s: float
+    cpu_s: float
+    peak_memory_mib: float
+    killed_for: str | None
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_process(
+    argv: list[str],
+    limits: Limits,
+    *,
+    env: dict[str, str],
+    stdin: bytes | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+    pass_fds: tuple[int, ...] = (),
+    cwd: str | None = None,
+    on_kill: Callable[[int, int], None] | None = None,
+    gate: threading.Semaphore | None = None,
+    release_fd: int = -1,
+) -> RawRun:
+    """Run ``argv`` (in its own session) under ``limits.timeout_s`` and the output limit.
+
+    Args:
+        stdin: bytes fed to the program (through a file, so it never blocks the host).
+        preexec_fn: runs in the child before exec (rlimits, namespaces, uid).
+        on_kill: extra kill action ``on_kill(signal, started_pid)`` (e.g. kill every process
+            of a uid but the started one, which SIGKILL reaches through its group).
+
+        gate: admission semaphore held while the program runs. With ``release_fd`` (the
+            write end of bwrap's ``--block-fd``), the sandbox is set up *before* the gate
+            is taken and the program is released after: setup overlaps other programs.
+        release_fd: closed by this function (written to once admitted).
+
+    Raises:
+        SandboxError: the process could not be started.
+    """
+    stdin_f = None
+    proc_started = False
+    if stdin:
+        import tempfile
+
+        stdin_f = tempfile.TemporaryFile()
+        stdin_f.write(stdin)
+        stdin_f.seek(0)
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=stdin_f if stdin_f else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
+            preexec_fn=preexec_fn, pass_fds=pass_fds, start_new_session=True, close_fds=True,
+        )
+        proc_started = True
+    except OSError as e:
+        raise SandboxError(f"could not start {argv[0]}: {e}") from e
+    except subprocess.SubprocessError as e:
+        raise SandboxError(f"could not start {argv[0]} (setup in the child failed): {e}") from e
+    finally:
+        if stdin_f:
+            stdin_f.close()
+        if release_fd >= 0 and proc_started is False:
+            os.close(release_fd)
+    assert proc.stdout is not None and proc.stderr is not None
+    if gate is not None:
+        gate.acquire()
+    try:
+        if release_fd >= 0:
+            try:
+                os.write(release_fd, b"1")
+            except OSError:
+                pass  # bwrap already died in setup: seen below as a failed start
+            finally:
+                os.close(release_fd)
+        return _pump(proc, limits, on_kill)
+    finally:
+        if gate is not None:
+            gate.release()
+
+
+def _pump(proc: subprocess.Popen, limits: Limits,
+          on_kill: Callable[[int, int], None] | None) -> RawRun:
+    """Pump output, enforce the wall/output limits, reap; the clock starts here."""
+    assert proc.stdout is not None and proc.stderr is not None
+    t0 = time.monotonic()
+    cap = limits.max_output_bytes
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    bufs = {out_fd: bytearray(), err_fd: bytearray()}
+    trunc = dict.fromkeys(bufs, False)
+    sel = selectors.DefaultSelector()
+    for f in (proc.stdout, proc.stderr):
+        os.set_blocking(f.fileno(), False)
+        sel.register(f.fileno(), selectors.EVENT_READ)
+    pidfd = os.pidfd_open(proc.pid)
+    sel.register(pidfd, selectors.EVENT_READ)
+    deadline = t0 + limits.timeout_s
+    killed_for: str | None = None
+    kill_at: float | None = None  # when SIGKILL follows the SIGTERM
+    exited = False
+    exited_at = 0.0
+
+    def kill(sig: int) -> None:
+        # SIGTERM goes to the program (on_kill) when the backend can reach it, so that it
+        # may use the grace period; SIGKILL goes everywhere.
+        if on_kill is None or sig == signal.SIGKILL:
+            _kill_group(proc.pid, sig)
+        if on_kill is not None:
+            on_kill(sig, proc.pid)
+
+    try:
+        open_streams = 2
+        while open_streams or not exited:
+            now = time.monotonic()
+            if killed_for is None and now >= deadline:
+                killed_for = "timeout_s"
+                kill(signal.SIGTERM)
+                kill_at = now + limits.kill_grace_s
+            if kill_at is not None and now >= kill_at:
+                kill(signal.SIGKILL)
+                kill_at = now + 0.5  # repeat while something survives
+            if exited and open_streams and now - exited_at > 0.5:
+                # the main process is gone but something still holds a pipe: kill it
+                kill(signal.SIGKILL)
+                exited_at = now
+            wait_until = min(x for x in (deadline if killed_for is None else None, kill_at,
+                                         exited_at + 0.5 if exited else None) if x is not None)
+            events = sel.select(max(0.0, wait_until - now) + 0.001)
+            for key, _ in events:
+                fd = key.fd
+                if fd == pidfd:
+                    sel.unregister(pidfd)
+                    exited, exited_at = True, time.monotonic()
+                    continue
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(fd)
+                    open_streams -= 1
+                    continue
+                buf = bufs[fd]
+                room = cap - len(buf)
+                if len(chunk) > room:
+                    buf += chunk[: max(room, 0)]
+                    trunc[fd] = True
+                    if killed_for is None:
+                        killed_for = "max_output_kib"
+                        kill(signal.SIGKILL)
+                        kill_at = time.monotonic() + 0.5
+                else:
+                    buf += chunk
+        _, status, ru = os.wait4(proc.pid, 0)
+        proc.returncode = status
+    except BaseException:
+        kill(signal.SIGKILL)
+        try:
+            os.wait4(proc.pid, 0)
+        except ChildProcessError:
+            pass
+        proc.returncode = -9
+        raise
+    finally:
+        sel.close()
+        os.close(pidfd)
+        proc.stdout.close()
+        proc.stderr.close()
+    wall = time.monotonic() - t0
+    rc = os.waitstatus_to_exitcode(status)
+    return RawRun(
+        returncode=rc if rc >= 0 else None,
+        term_signal=-rc if rc < 0 else None,
+        stdout=bytes(bufs[out_fd]),
+        stderr=bytes(bufs[err_fd]),
+        stdout_truncated=trunc[out_fd],
+        stderr_truncated=trunc[err_fd],
+        wall_s=wall,
+        cpu_s=ru.ru_utime + ru.ru_stime,
+        peak_memory_mib=ru.ru_maxrss / 1024.0,
+        killed_for=killed_for,
+    )

@@ -1,0 +1,222 @@
+"""``Sandbox``: run one command (or Python snippet) isolated, limited and recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from polyrl.errors import ConfigError, SandboxError, error_class_name
+from polyrl.sandbox import bwrap as bwrap_backend
+from polyrl.sandbox import process as process_backend
+from polyrl.sandbox.hostview import SlotLock
+from polyrl.sandbox.limits import Limits, resolve_limits
+from polyrl.sandbox.pool import admission
+from polyrl.sandbox.result import to_exec_result
+from polyrl.sandbox.runner import run_process
+from polyrl.sandbox.transcript import Transcript
+from polyrl.sandbox.workspace import Workspace
+from polyrl.types import ExecResult
+
+if TYPE_CHECKING:
+    from polyrl.sandbox.session import SandboxSession
+
+BACKENDS = ("bwrap", "process")
+_PY_C_MAX = 100_000  # bytes of code passed with -c; longer code goes through a file
+
+
+class Sandbox:
+    """Isolated execution of untrusted programs (see the package docstring for guarantees).
+
+    Args:
+        backend: ``"bwrap"`` (default, isolated) or ``"process"`` (rlimits only; must be
+            asked for by name; never chosen as a fallback).
+        limits: a preset name (``"strict"``, ``"default"``, ``"build"``) or a ``Limits``;
+            the default for every call.
+        transcript_path: JSONL file receiving one record per execution, or None.
+        python: interpreter used by :meth:`run_python` (default: this one, ``sys.executable``;
+            its installation and ``sys.path`` are mounted read-only inside).
+        max_concurrency: executions of this sandbox running at once; None = the
+            process-wide gate shared by all sandboxes (``available_cpus()``). Callers
+            beyond it wait; the wait is not counted in their wall time.
+
+    Raises:
+        ConfigError: unknown backend or preset.
+    """
+
+    def __init__(self, backend: str = "bwrap", limits: Limits | str | None = "default",
+                 transcript_path: str | os.PathLike[str] | None = None, *,
+                 python: str | None = None, max_concurrency: int | None = None) -> None:
+        if backend not in BACKENDS:
+            raise ConfigError("<sandbox>", "sandbox.backend",
+                              f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        self.backend = backend
+        self.limits = resolve_limits(limits)
+        self.python = python or sys.executable
+        self.transcript = Transcript(transcript_path) if transcript_path else None
+        # a private uid per execution needs root (see hostview)
+        self.use_private_uid = backend == "bwrap" and os.geteuid() == 0
+        self._gate = (threading.BoundedSemaphore(max_concurrency) if max_concurrency
+                      else admission())
+
+    @classmethod
+    def from_config(cls, section: object, transcript_path: str | os.PathLike[str] | None = None
+                    ) -> Sandbox:
+        """Build from a ``polyrl.config.SandboxSection`` (``backend``, ``preset``)."""
+        return cls(backend=getattr(section, "backend", "bwrap"),
+                   limits=getattr(section, "preset", "default"), transcript_path=transcript_path)
+
+    # ----------------------------------------------------------------- public API
+    def run(self, argv: list[str] | str, *, files: dict[str, str | bytes] | None = None,
+            limits: Limits | str | None = None, stdin: bytes | str | None = None,
+            collect: list[str] | None = None, cwd: str = ".",
+            env: dict[str, str] | None = None, raise_errors: bool = True) -> ExecResult:
+        """Run ``argv`` in a fresh private workspace and return its ``ExecResult``.
+
+        Args:
+            argv: program + arguments; a ``str`` is run as ``bash -c STR``.
+            files: workspace-relative path -> content, written before the run.
+            limits: overrides the sandbox's default limits for this call.
+            stdin: bytes (or UTF-8 text) fed to the program's standard input.
+            collect: workspace-relative paths copied back into ``ExecResult.files``
+                (missing ones and symlinks are left out).
+            cwd: working directory, relative to the workspace.
+            env: extra environment variables (on top of the allow-list).
+            raise_errors: False = a sandbox failure is returned as an ExecResult with
+                ``error`` (the error class name) and ``error_message`` set, not raised.
+
+        Returns:
+            ExecResult; a program that fails, times out or hits a limit is a normal result.
+
+        Raises:
+            SandboxUnavailableError: the backend cannot run on this host (says how to fix).
+            SandboxError: the sandbox itself failed for this execution (unless
+                ``raise_errors=False``).
+            ConfigError: bad ``files`` paths or limits.
+        """
+        lim = resolve_limits(limits, self.limits)
+        try:
+            return self._run(argv, files=files, lim=lim, stdin=stdin, collect=collect, cwd=cwd,
+                             env=env)
+        except SandboxError as e:
+            if raise_errors:
+                raise
+            argv_list = ["bash", "-c", argv] if isinstance(argv, str) else list(argv)
+            res = ExecResult(argv=argv_list, error=error_class_name(e), error_message=str(e))
+            self._record(res, lim, "run")
+            return res
+
+    def _run(self, argv: list[str] | str, *, files: dict[str, str | bytes] | None, lim: Limits,
+             stdin: bytes | str | None, collect: list[str] | None, cwd: str,
+             env: dict[str, str] | None) -> ExecResult:
+        slot = SlotLock() if self.use_private_uid else None
+        try:
+            ws = Workspace(uid=slot.uid if slot else None)
+            try:
+                ws.write_files(files)
+                res = self._execute(argv, lim, ws, slot, cwd=cwd, stdin=stdin, env=env)
+                res.files = ws.collect(collect)
+            finally:
+                ws.remove()
+        finally:
+            if slot is not None:
+                slot.release()
+        self._record(res, lim, "run")
+        return res
+
+    def run_python(self, code: str, *, stdin: bytes | str | None = None,
+                   files: dict[str, str | bytes] | None = None,
+                   limits: Limits | str | None = None,
+                   collect: list[str] | None = None, raise_errors: bool = True) -> ExecResult:
+        """Run Python source like ``python -c CODE`` with the host's interpreter and packages.
+
+        A fresh interpreter per call (~50-100 ms); for many short runs use ``ForkServer``.
+        """
+        argv, files = python_argv(self.python, code, files)
+        return self.run(argv, files=files, limits=limits, stdin=stdin, collect=collect,
+                        raise_errors=raise_errors)
+
+    def session(self, limits: Limits | str | None = None) -> SandboxSession:
+        """A persistent workspace + cwd for a multi-step episode (use as a context manager)."""
+        from polyrl.sandbox.session import SandboxSession
+
+        return SandboxSession(self, resolve_limits(limits, self.limits))
+
+    # ----------------------------------------------------------------- internals
+    def _execute(self, argv: list[str] | str, lim: Limits, ws: Workspace,
+                 slot: SlotLock | None, *, cwd: str = ".", stdin: bytes | str | None = None,
+                 env: dict[str, str] | None = None,
+                 extra_binds: list[tuple[str, str, bool]] | None = None) -> ExecResult:
+        if isinstance(argv, str):
+            argv = ["bash", "-c", argv]
+        if not argv:
+            raise ConfigError("<sandbox>", "argv", "empty command")
+        argv = [str(a) for a in argv]
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        started = time.time()
+        if self.backend == "process":
+            prep = process_backend.prepare(argv, lim, ws.path, cwd=cwd, python=self.python,
+                                           extra_env=env)
+            with self._gate:
+                raw = run_process(prep.argv, lim, env=prep.env, stdin=data,
+                                  preexec_fn=prep.preexec_fn)
+            return to_exec_result(argv, raw, lim, started, shell_status=False)
+        prep = bwrap_backend.prepare(argv, lim, ws.path, cwd=cwd, slot=slot, python=self.python,
+                                     extra_env=env, extra_binds=extra_binds)
+        status_r, status_w = os.pipe()
+        block_r, block_w = os.pipe()
+        os.set_blocking(status_r, False)
+        # bwrap sets the sandbox up, then waits on --block-fd until we are admitted
+        prep.argv[1:1] = ["--json-status-fd", str(status_w), "--block-fd", str(block_r)]
+        try:
+            release_fd, block_w = block_w, -1  # run_process closes it in every case
+            raw = run_process(prep.argv, lim, env=prep.env, stdin=data,
+                              preexec_fn=prep.preexec_fn, pass_fds=(status_w, block_r),
+                              on_kill=prep.on_kill, gate=self._gate, release_fd=release_fd)
+            os.close(status_w)
+            status_w = -1
+            _check_bwrap_started(status_r, raw.stderr, raw.killed_for)
+        finally:
+            for fd in (status_r, status_w, block_r, block_w):
+                if fd >= 0:
+                    os.close(fd)
+        return to_exec_result(argv, raw, lim, started, shell_status=True)
+
+    def _record(self, res: ExecResult, lim: Limits, kind: str) -> None:
+        if self.transcript is not None:
+            self.transcript.record(res, backend=self.backend, limits=lim, kind=kind)
+
+
+def _check_bwrap_started(status_r: int, stderr: bytes, killed_for: str | None) -> None:
+    """Raise SandboxError when bwrap died before starting the program."""
+    chunks = []
+    try:
+        while chunk := os.read(status_r, 65536):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    text = b"".join(chunks).decode("utf-8", "replace")
+    for line in text.splitlines():
+        try:
+            if "child-pid" in json.loads(line):
+                return
+        except ValueError:
+            continue
+    if killed_for == "timeout_s":
+        raise SandboxError("bwrap did not start the program before the wall limit "
+                           "(host overloaded?)")
+    raise SandboxError("bwrap failed to set up the sandbox: "
+                       + stderr.decode("utf-8", "replace").strip()[-2000:])
+
+
+def python_argv(python: str, code: str,
+                files: dict[str, str | bytes] | None) -> tuple[list[str], dict | None]:
+    """``[python, "-c", code]``, or a file in the workspace when ``code`` is too long for argv."""
+    if len(code.encode()) <= _PY_C_MAX:
+        return [python, "-c", code], files
+    files = dict(files or {})
+    files[".polyrl_main.py"] = code
+    return [python, ".polyrl_main.py"], files

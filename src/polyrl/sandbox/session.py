@@ -1,0 +1,174 @@
+"""``SandboxSession``: a persistent workspace and cwd for multi-step episodes (shell tasks).
+
+Each command is its own sandboxed execution (own limits, own process tree, killed when
+it ends), but all share one workspace and the working directory persists: ``cd sub``
+in one step is where the next step starts. Background processes and shell variables do
+NOT persist between steps.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from polyrl.errors import SandboxError
+from polyrl.sandbox.hostview import SlotLock
+from polyrl.sandbox.limits import Limits, resolve_limits
+from polyrl.sandbox.workspace import Workspace
+from polyrl.types import ExecResult
+
+if TYPE_CHECKING:
+    from polyrl.sandbox.sandbox import Sandbox
+
+# Runs the step, then records the final cwd in a host-side control file.
+_STEP = 'trap \'pwd > "$POLYRL_CTL/cwd"\' EXIT; cd -- "$POLYRL_CWD" 2>/dev/null || ' \
+        'cd -- "$POLYRL_ROOT"; eval "$POLYRL_CMD"'
+
+
+def _cleanup(workspace: Workspace, ctl: str, snap_dir: str, slot: SlotLock | None) -> None:
+    workspace.remove()
+    shutil.rmtree(ctl, ignore_errors=True)
+    shutil.rmtree(snap_dir, ignore_errors=True)
+    if slot is not None:
+        slot.release()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A saved copy of a session's workspace and cwd (see ``SandboxSession.snapshot``)."""
+
+    id: str
+    path: str
+    cwd: str
+
+
+class SandboxSession:
+    """Successive commands sharing one workspace and cwd. Use as a context manager.
+
+    ``cwd`` is always reported as a sandbox path (``/workspace/...``), for both backends.
+
+    Args:
+        sandbox: the owning ``Sandbox`` (backend, transcript, python).
+        limits: limits of every step (a step may override them).
+    """
+
+    def __init__(self, sandbox: Sandbox, limits: Limits) -> None:
+        self.sandbox = sandbox
+        self.limits = limits
+        self._slot = SlotLock() if sandbox.use_private_uid else None
+        uid = self._slot.uid if self._slot else None
+        self.workspace = Workspace(uid=uid)
+        self._ctl = tempfile.mkdtemp(prefix="polyrl-session-ctl-")
+        if uid is not None:
+            os.chmod(self._ctl, 0o700)
+            os.chown(self._ctl, uid, uid)
+        self._snap_dir = tempfile.mkdtemp(prefix="polyrl-session-snap-")
+        self.cwd = "/workspace"
+        self.closed = False
+        # sessions that are never closed are still cleaned up when collected or at exit
+        self._finalizer = weakref.finalize(self, _cleanup, self.workspace, self._ctl,
+                                           self._snap_dir, self._slot)
+
+    # -------------------------------------------------------------- context manager
+    def __enter__(self) -> SandboxSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Delete the workspace and snapshots; release the private uid."""
+        if self.closed:
+            return
+        self.closed = True
+        self._finalizer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxError("session is closed")
+
+    # ------------------------------------------------------------------ steps
+    def run(self, command: str | list[str], *, stdin: bytes | str | None = None,
+            limits: Limits | str | None = None, env: dict[str, str] | None = None) -> ExecResult:
+        """Run one step: a shell command string (``bash -c``) or an argv list, in the current cwd.
+
+        For a string, the cwd after the command (``cd`` included) becomes the session's cwd.
+
+        Raises:
+            SandboxError / SandboxUnavailableError: the sandbox failed (not the command).
+        """
+        self._check_open()
+        lim = resolve_limits(limits, self.limits)
+        isolated = self.sandbox.backend == "bwrap"
+        root = "/workspace" if isolated else self.workspace.path
+        if isinstance(command, str):
+            cwd_file = os.path.join(self._ctl, "cwd")
+            if os.path.lexists(cwd_file):
+                os.unlink(cwd_file)
+            inner_cwd = self.cwd.replace("/workspace", root, 1)
+            step_env = dict(env or {}, POLYRL_CWD=inner_cwd, POLYRL_CMD=command,
+                            POLYRL_ROOT=root, POLYRL_CTL="/run/polyrl" if isolated else self._ctl)
+            res = self.sandbox._execute(
+                ["bash", "-c", _STEP], lim, self.workspace, self._slot, cwd=root, stdin=stdin,
+                env=step_env, extra_binds=[(self._ctl, "/run/polyrl", True)] if isolated else None)
+            res.argv = ["bash", "-c", command]
+            self._update_cwd(cwd_file, root)
+        else:
+            res = self.sandbox._execute(command, lim, self.workspace, self._slot,
+                                        cwd=self.cwd.replace("/workspace", root, 1),
+                                        stdin=stdin, env=env)
+        self.sandbox._record(res, lim, "session")
+        return res
+
+    def _update_cwd(self, cwd_file: str, root: str) -> None:
+        try:
+            fd = os.open(cwd_file, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return  # killed before the trap ran: keep the old cwd
+        try:
+            text = os.read(fd, 4096).decode("utf-8", "replace").strip()
+        finally:
+            os.close(fd)
+        if text == root or text.startswith(root + "/"):
+            self.cwd = "/workspace" + text[len(root):]
+
+    # ------------------------------------------------------------------ files
+    def write_file(self, path: str, content: str | bytes) -> None:
+        """Write one workspace file (path relative to the workspace root)."""
+        self._check_open()
+        self.workspace.write_files({path: content})
+
+    def read_file(self, path: str) -> bytes:
+        """Read one workspace file (never through a symlink).
+
+        Raises:
+            FileNotFoundError, SandboxError (symlink / not a regular file / too big).
+        """
+        self._check_open()
+        return self.workspace.read_file(path)
+
+    # -------------------------------------------------------------- snapshots
+    def snapshot(self) -> Snapshot:
+        """Save the workspace tree and cwd; returns a handle for :meth:`restore`."""
+        self._check_open()
+        sid = uuid.uuid4().hex[:12]
+        dest = os.path.join(self._snap_dir, sid)
+        self.workspace.snapshot_to(dest)
+        return Snapshot(id=sid, path=dest, cwd=self.cwd)
+
+    def restore(self, snap: Snapshot) -> None:
+        """Reset the workspace and cwd to ``snap`` (taken from this session).
+
+        Raises:
+            SandboxError: the snapshot is not from this session or was deleted.
+        """
+        self._check_open()
+        if not snap.path.startswith(self._snap_dir + os.sep) or not os.path.isdir(snap.path):
+            raise SandboxError(f"snapshot {snap.id} does not belong to this session")
+        self.workspace.restore_from(snap.path)
+        self.cwd = snap.cwd

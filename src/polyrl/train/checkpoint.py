@@ -1,0 +1,156 @@
+"""Atomic checkpoints with everything a bit-exact resume needs.
+
+Layout of ``run_dir/checkpoints``::
+
+    step-6/            model.pt, optimizer.pt, state.pt (step, RNGs, curriculum, replay)
+    latest             text file: "step-6" (the pointer, written last)
+
+A checkpoint is written into ``.tmp-step-N-<pid>`` first, fsynced, then renamed
+to ``step-N`` (an atomic rename on POSIX); the ``latest`` pointer is replaced
+atomically last. A crash at any moment leaves either the previous checkpoint or
+the new one as ``latest``, never a half-written one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+POINTER = "latest"
+
+
+def rng_state() -> dict[str, Any]:
+    """The global RNG states of Python, NumPy and torch (CPU, and CUDA when present)."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(),
+             "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore ``rng_state()`` output."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_pointer(ckpt_root: Path, name: str) -> None:
+    tmp = ckpt_root / f".{POINTER}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(name + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, ckpt_root / POINTER)
+    _fsync_dir(ckpt_root)
+
+
+def save_checkpoint(
+    ckpt_root: Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any],
+    *,
+    trainable_only: bool = False,
+    keep_last: int = 3,
+) -> Path:
+    """Write ``ckpt_root/step-<step>`` atomically and point ``latest`` at it.
+
+    Args:
+        ckpt_root: the ``checkpoints`` directory (created if missing).
+        step: optimizer steps done.
+        model: the policy model; its ``state_dict`` is saved.
+        optimizer: its ``state_dict`` is saved.
+        state: trainer state (curriculum, replay, counters); the global RNG states
+            are added under ``"rng"``.
+        trainable_only: save only parameters with ``requires_grad`` (LoRA adapters).
+        keep_last: older ``step-*`` directories beyond this many are deleted after
+            the pointer moved (0 = keep all).
+
+    Returns:
+        the final checkpoint directory.
+    """
+    ckpt_root = Path(ckpt_root)
+    ckpt_root.mkdir(parents=True, exist_ok=True)
+    final = ckpt_root / f"step-{step}"
+    tmp = ckpt_root / f".tmp-step-{step}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    weights = model.state_dict()
+    if trainable_only:
+        names = {n for n, p in model.named_parameters() if p.requires_grad}
+        weights = {k: v for k, v in weights.items() if k in names}
+    payloads = {"model.pt": weights, "optimizer.pt": optimizer.state_dict(),
+                "state.pt": {**state, "step": step, "rng": rng_state()}}
+    for name, obj in payloads.items():
+        with open(tmp / name, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+    _fsync_dir(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    _fsync_dir(ckpt_root)
+    _write_pointer(ckpt_root, final.name)
+    if keep_last > 0:
+        done = sorted((p for p in ckpt_root.glob("step-*") if p.is_dir()),
+                      key=lambda p: int(p.name.split("-", 1)[1]))
+        for old in [p for p in done if p != final][: max(0, len(done) - keep_last)]:
+            shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(ckpt_root: Path) -> Path | None:
+    """The directory ``latest`` points at, or None when there is no checkpoint.
+
+    Raises:
+        FileNotFoundError: the pointer names a directory that does not exist.
+    """
+    pointer = Path(ckpt_root) / POINTER
+    if not pointer.is_file():
+        return None
+    target = Path(ckpt_root) / pointer.read_text().strip()
+    if not target.is_dir():
+        raise FileNotFoundError(f"{pointer}: points at missing checkpoint {target.name}")
+    return target
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint directory (or a ``checkpoints`` root: its ``latest``).
+
+    Returns:
+        ``{"model": state_dict, "optimizer": state_dict, "state": trainer state}``;
+        ``state["rng"]`` holds the RNG states (apply with ``set_rng_state``).
+
+    Raises:
+        FileNotFoundError: no checkpoint at ``path``, or a file is missing.
+    """
+    path = Path(path)
+    if (path / POINTER).is_file():
+        path = latest_checkpoint(path)  # type: ignore[assignment]
+    missing = [n for n in ("model.pt", "optimizer.pt", "state.pt") if not (path / n).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{path}: not a checkpoint (missing {', '.join(missing)})")
+    load = {"map_location": map_location, "weights_only": False}
+    return {"model": torch.load(path / "model.pt", **load),
+            "optimizer": torch.load(path / "optimizer.pt", **load),
+            "state": torch.load(path / "state.pt", **load)}

@@ -1,0 +1,219 @@
+"""Groups: the G scored completions of one prompt, and how a step's groups are built.
+
+``build_groups`` turns a task-major list of completions and their scores into
+``Group``s with group-relative advantages (``polyrl.train.advantages``): it drops
+completions whose score is an infrastructure error (``Score.ok`` False: never
+trained on), applies DAPO's overlong penalty, and marks groups that carry no
+signal (all rewards equal).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from polyrl.train.advantages import group_advantages, overlong_penalty
+from polyrl.types import Completion, Episode, Score, Task
+
+
+@dataclass
+class Group:
+    """The G completions of one prompt, scored, with their advantages.
+
+    Attributes:
+        task: the prompt's ``Task``.
+        arm: the curriculum arm index it was drawn from (-1 = unknown).
+        prompt_ids: (prompt_len,) token ids.
+        completions: G lists of completion token ids.
+        behaviour_logprobs: G lists of sampling-time log-probs (may be empty lists).
+        rewards: (G,) rewards in [0, 1] (after any overlong penalty: may be < 0).
+        advantages: (G,) advantages.
+        policy_version: the optimizer step whose weights sampled it.
+        replayed: True when it comes from the replay buffer.
+        finish_reasons: G finish reasons (``"stop"``/``"length"``).
+        loss_masks: G lists aligned with ``completions``: 1 on tokens the policy
+            sampled (trained), 0 on environment/observation tokens of multi-turn
+            episodes; empty = every token is trained.
+    """
+
+    task: Task
+    arm: int
+    prompt_ids: list[int]
+    completions: list[list[int]]
+    behaviour_logprobs: list[list[float]]
+    rewards: list[float]
+    advantages: list[float]
+    policy_version: int
+    replayed: bool = False
+    finish_reasons: list[str] = field(default_factory=list)
+    loss_masks: list[list[int]] = field(default_factory=list)
+
+    def mask(self, i: int) -> list[int]:
+        """(len(completions[i]),) loss mask of completion ``i`` (1 = trained)."""
+        return self.loss_masks[i] if self.loss_masks else [1] * len(self.completions[i])
+
+    @property
+    def key(self) -> str:
+        """Identity for de-duplication: domain, task id and the completion tokens."""
+        h = hashlib.sha1(repr((self.prompt_ids, self.completions)).encode()).hexdigest()[:16]
+        return f"{self.task.domain}|{self.task.id}|{h}"
+
+    @property
+    def priority(self) -> float:
+        """p(1-p) of the mean reward p (clamped to [0, 1]), plus 1e-6."""
+        p = min(1.0, max(0.0, float(np.mean(self.rewards))))
+        return p * (1 - p) + 1e-6
+
+    def to_dict(self) -> dict:
+        """JSON-safe form (for checkpoints)."""
+        d = asdict(self)
+        d["task"] = self.task.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Group:
+        """Inverse of ``to_dict``."""
+        data = dict(data)
+        data["task"] = Task.from_dict(data["task"])
+        return cls(**data)
+
+
+@dataclass
+class BuildStats:
+    """What ``build_groups`` dropped or found.
+
+    Attributes:
+        score_errors: completions whose score was an infrastructure/grader error.
+        dropped_groups: groups left with fewer than 2 valid completions.
+        rewards_by_domain: domain id -> list of raw rewards of valid completions.
+    """
+
+    score_errors: int = 0
+    dropped_groups: int = 0
+    rewards_by_domain: dict[str, list[float]] = field(default_factory=dict)
+
+
+def build_groups(
+    picks: Sequence[tuple[Task, int]],
+    completions: Sequence[Completion | Episode],
+    scores: Sequence[Score],
+    *,
+    group_size: int,
+    version: int,
+    scale: str = "group",
+    max_tokens: int = 0,
+    overlong_buffer_tokens: int = 0,
+) -> tuple[list[Group], BuildStats]:
+    """Assemble scored, task-major completions into groups with advantages.
+
+    Args:
+        picks: n ``(task, curriculum arm)`` pairs, in the order they were generated.
+        completions: n * group_size completions (or multi-turn episodes), task-major
+            (task 0's G first).
+        scores: one ``Score`` per completion.
+        group_size: G.
+        version: the policy version (optimizer step) that sampled them.
+        scale: advantage std scaling (``group_advantages``): "group", "batch" or "none".
+        max_tokens: the generation limit (for the overlong penalty), tokens.
+        overlong_buffer_tokens: DAPO's overlong window; 0 = no penalty.
+
+    Returns:
+        ``(groups, stats)``; groups keep the pick order; completions with a failed
+        score are left out of their group (never trained on).
+
+    Raises:
+        ValueError: the numbers of completions / scores do not match ``picks * G``.
+    """
+    n = len(picks) * group_size
+    if len(completions) != n or len(scores) != n:
+        raise ValueError(f"expected {n} completions and scores ({len(picks)} tasks x G="
+                         f"{group_size}), got {len(completions)} and {len(scores)}")
+    stats = BuildStats()
+    groups: list[Group] = []
+    for i, (task, arm) in enumerate(picks):
+        block = range(i * group_size, (i + 1) * group_size)
+        valid = [j for j in block if scores[j].ok]
+        stats.score_errors += group_size - len(valid)
+        stats.rewards_by_domain.setdefault(task.domain, []).extend(
+            scores[j].reward for j in valid)
+        if len(valid) < 2:
+            stats.dropped_groups += 1
+            continue
+        prompt, rows, lps, masks, finish = _sequences([completions[j] for j in valid])
+        lengths = torch.tensor([sum(m) for m in masks])  # model-sampled tokens
+        rewards = torch.tensor([scores[j].reward for j in valid], dtype=torch.float32)
+        rewards = rewards + overlong_penalty(lengths, max_tokens, overlong_buffer_tokens)
+        groups.append(Group(
+            task=task, arm=arm, prompt_ids=prompt, completions=rows, behaviour_logprobs=lps,
+            rewards=rewards.tolist(), advantages=[], policy_version=version,
+            finish_reasons=finish, loss_masks=masks))
+    _set_advantages(groups, scale)
+    return groups, stats
+
+
+def _sequences(answers: Sequence[Completion | Episode]) -> tuple[
+        list[int], list[list[int]], list[list[float]], list[list[int]], list[str]]:
+    """Token rows of one group: (shared prompt, completions, logprobs, loss masks, finish).
+
+    A multi-turn ``Episode`` contributes its model and environment turns (mask 0 on
+    the latter). When the samples' prompts differ (an env whose first observation
+    varies), the group's prompt is their longest common prefix and each sample's
+    rest of prompt leads its completion with mask 0.
+
+    Raises:
+        ValueError: the samples share no prompt token.
+    """
+    flat = []
+    for a in answers:
+        if isinstance(a, Episode):
+            ids, lps, mask = a.flat_tokens()
+            finish = "length" if a.truncated else "stop"
+        else:
+            ids, lps, mask = list(a.token_ids), list(a.logprobs), [1] * len(a.token_ids)
+            finish = a.finish_reason
+            if len(lps) != len(ids):
+                lps = []  # a backend without logprobs
+        flat.append((list(a.prompt_token_ids), ids, lps, mask, finish))
+    common = flat[0][0]
+    for p, *_ in flat[1:]:
+        n = 0
+        while n < min(len(common), len(p)) and common[n] == p[n]:
+            n += 1
+        common = common[:n]
+    if not common:
+        raise ValueError("the samples of a group share no prompt token")
+    rows, lps_out, masks, finishes = [], [], [], []
+    for p, ids, lps, mask, finish in flat:
+        extra = p[len(common):]
+        rows.append(extra + ids)
+        lps_out.append([0.0] * len(extra) + lps if lps else [])
+        masks.append([0] * len(extra) + mask)
+        finishes.append(finish)
+    return list(common), rows, lps_out, masks, finishes
+
+
+def _set_advantages(groups: list[Group], scale: str) -> None:
+    """Fill ``advantages`` of each group (groups may differ in size)."""
+    if not groups:
+        return
+    batch_std = None
+    if scale == "batch":
+        every = torch.tensor([r for g in groups for r in g.rewards])
+        batch_std = every.std() if every.numel() > 1 else torch.zeros(())
+    for g in groups:
+        r = torch.tensor(g.rewards, dtype=torch.float32).unsqueeze(0)  # (1, G)
+        if batch_std is None:
+            adv = group_advantages(r, scale)
+        else:
+            adv = group_advantages(r, "none") / (batch_std + 1e-4)
+        g.advantages = adv.squeeze(0).tolist()
+
+
+def has_signal(group: Group, atol: float = 1e-6) -> bool:
+    """True when the group's rewards are not all equal (it carries a gradient)."""
+    r = np.asarray(group.rewards)
+    return bool(np.abs(r - r[0]).max() > atol)

@@ -1,0 +1,61 @@
+"""Per-step metrics: one JSON line per step in ``metrics.jsonl`` plus TensorBoard events.
+
+Names are namespaced as cleanrl does (``loss/policy``, ``reward/<domain>``,
+``curriculum/<domain>``); every value is a float.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+class MetricsWriter:
+    """Appends one record per step to ``run_dir/metrics.jsonl`` (and TensorBoard).
+
+    Args:
+        run_dir: the run directory (created if missing).
+        tensorboard: also write TensorBoard events under ``run_dir/tb`` when the
+            ``tensorboard`` package is importable.
+    """
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tb: Any = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional
+                SummaryWriter = None  # noqa: N806
+            if SummaryWriter is not None:
+                self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tb"))
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records with ``step`` greater than ``step`` (steps lost in a crash)."""
+        if not self.path.is_file():
+            return
+        keep = [line for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= step]
+        self.path.write_text("".join(line + "\n" for line in keep))
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append ``record`` (must hold ``"step"``); non-finite floats become null."""
+        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                 for k, v in record.items()}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(clean, sort_keys=True) + "\n")
+        if self._tb is not None:
+            step = int(record["step"])
+            for k, v in record.items():
+                if k != "step" and isinstance(v, (int, float)) and math.isfinite(v):
+                    self._tb.add_scalar(k, v, step)
+            self._tb.flush()
+
+    def close(self) -> None:
+        """Flush and close the TensorBoard writer."""
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None

@@ -1,0 +1,342 @@
+"""The RL trainer: ``Trainer.fit`` reads top to bottom, one function per stage.
+
+One step: sample tasks from the curriculum -> generate G completions per task ->
+score them (through the scheduler when one is given) -> group advantages ->
+replay mix -> micro-batched loss with gradient accumulation and clipping ->
+optimizer step -> curriculum update -> metrics -> checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from polyrl.config import RunConfig
+from polyrl.domains.base import Domain
+from polyrl.errors import PolyrlError, error_class_name
+from polyrl.train.advantages import signal_stats
+from polyrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from polyrl.train.checkpoint import set_rng_state as restore_rng
+from polyrl.train.curriculum import Curriculum
+from polyrl.train.groups import BuildStats, Group, build_groups, has_signal
+from polyrl.train.metrics import MetricsWriter
+from polyrl.train.replay import ReplayBuffer
+from polyrl.train.scoring import score_completions
+from polyrl.train.update import Chunk, UpdateOptions, UpdateStats, chunk_logprobs, policy_update
+from polyrl.types import Completion, Episode, Score, Task
+
+
+class Trainer:
+    """GRPO-family RL post-training of ``policy.model`` across ``domains``.
+
+    Args:
+        cfg: the run configuration (``train``, ``rollout``, ``curriculum``, ``replay``).
+        policy: an ``HFPolicy``-like object: ``.model`` (the live ``torch.nn.Module``
+            the trainer updates), ``.tokenizer``, and
+            ``.generate(tasks, n, sampling) -> list[Completion]`` (task-major).
+            When constructed, the model must hold the *base* weights: the
+            reference model is copied from it (or is the LoRA-disabled base).
+        domains: the ``Domain`` objects named in ``cfg.domains`` (all, when empty).
+        run_dir: where ``metrics.jsonl``, ``tb/`` and ``checkpoints/`` go.
+        scheduler: optional ``polyrl.scheduler.Scheduler``; scoring goes through
+            ``scheduler.map(..., kind="score")`` when given, else runs inline.
+        ref_model: optional frozen reference model (default: built when ``kl_coef > 0``).
+
+    Raises:
+        ValueError: no domains, or a config domain is missing from ``domains``.
+    """
+
+    def __init__(self, cfg: RunConfig, policy: Any, domains: Sequence[Domain], run_dir: Path,
+                 scheduler: Any = None, ref_model: torch.nn.Module | None = None) -> None:
+        self.cfg, self.policy, self.scheduler = cfg, policy, scheduler
+        self.run_dir = Path(run_dir)
+        self.domains = {d.id: d for d in domains}
+        _seed_everything(cfg.run.seed)
+        self.model = self._prepare_model(policy.model)
+        self.ref_model = ref_model
+        if ref_model is None and cfg.train.kl_coef > 0 and not cfg.train.lora:
+            self.ref_model = _frozen_copy(policy.model)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr)
+        self.curriculum = Curriculum(domains, cfg.domains or None, cfg.curriculum, cfg.run.seed)
+        self.replay = ReplayBuffer(cfg.replay.capacity, cfg.replay.max_staleness)
+        self.rng = np.random.default_rng(cfg.run.seed + 1)
+        self.metrics = MetricsWriter(self.run_dir)
+        self.step = 0
+        self.opts = self._update_options()
+
+    # -- the loop --------------------------------------------------------------
+    def fit(self, steps: int | None = None,
+            on_step: Callable[[dict], None] | None = None) -> list[dict]:
+        """Train until ``self.step == steps`` (default ``cfg.train.steps``).
+
+        ``steps`` is the total step count, so a resumed trainer continues where it
+        stopped. Stops early at ``cfg.run.time_budget_s``. Checkpoints every
+        ``cfg.train.checkpoint_every`` steps and after the last step.
+
+        Returns:
+            the metrics dict of every step run by this call.
+        """
+        target = self.cfg.train.steps if steps is None else steps
+        budget_s = self.cfg.run.time_budget_s
+        start = time.monotonic()
+        history: list[dict] = []
+        while self.step < target:
+            record = self.train_step()
+            self.metrics.write(record)
+            history.append(record)
+            if on_step is not None:
+                on_step(record)
+            out_of_time = budget_s > 0 and time.monotonic() - start >= budget_s
+            if self.step % self.cfg.train.checkpoint_every == 0 or self.step == target \
+                    or out_of_time:
+                self.save_state()
+            if out_of_time:
+                break
+        return history
+
+    def train_step(self) -> dict:
+        """One full step (see the module docstring); returns its metrics."""
+        t_start = time.perf_counter()
+        cur_weights = self.curriculum.weight_metrics(self.step)
+        picks = self.curriculum.sample(self.cfg.train.prompts_per_step, self.step)
+        t0 = time.perf_counter()
+        completions = self.generate([task for task, _ in picks])
+        generate_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        scores = score_completions(self.domains, [t for t, _ in picks], completions,
+                                   self.cfg.rollout.group_size, self.scheduler)
+        scores = [_failed_episode_score(c) or s for c, s in zip(completions, scores, strict=True)]
+        sandbox_s = time.perf_counter() - t0
+        groups, built = build_groups(
+            picks, completions, scores, group_size=self.cfg.rollout.group_size,
+            version=self.step, scale=self._scale(), max_tokens=self.cfg.rollout.max_new_tokens,
+            overlong_buffer_tokens=self.cfg.train.overlong_buffer_tokens)
+        batch, n_zero, n_mixed = self.mix_replay(groups)
+        t0 = time.perf_counter()
+        upd = policy_update(self.model, self.optimizer, batch, self.opts, self._ref_logprobs)
+        update_s = time.perf_counter() - t0
+        self.step += 1
+        self.update_curriculum(groups)
+        mix = {"zero_variance_groups": n_zero, "replay/mixed": n_mixed, "groups/trained": len(batch)}
+        return self.step_metrics(groups, built, upd, cur_weights, mix, {
+            "time/generate_s": generate_s, "sandbox_s": sandbox_s, "time/update_s": update_s,
+            "time/step_s": time.perf_counter() - t_start})
+
+    # -- the stages --------------------------------------------------------------
+    def generate(self, tasks: list[Task]) -> list[Completion | Episode]:
+        """G completions per task (task-major) from the live policy.
+
+        Single-turn tasks go to ``policy.generate`` in one batch; tasks of multi-turn
+        domains run G episodes each (``polyrl.rollout.run_episode``; all G with the
+        same env seed, so the group shares its problem). The sampler is seeded by
+        (run seed, step), so a resumed run samples what the uninterrupted one would.
+        """
+        from polyrl.rollout import SamplingParams
+
+        r, g_size = self.cfg.rollout, self.cfg.rollout.group_size
+        sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p,
+                                  max_tokens=r.max_new_tokens,
+                                  seed=(self.cfg.run.seed * 1_000_003 + self.step) % (2**31))
+        self.policy.version = self.step
+        out: list[Completion | Episode] = []
+        single = [i for i, t in enumerate(tasks) if not self.domains[t.domain].multi_turn]
+        batch = self.policy.generate([tasks[i] for i in single], g_size, sampling) \
+            if single else []
+        where = {i: k for k, i in enumerate(single)}
+        for i, task in enumerate(tasks):
+            if i in where:
+                out.extend(batch[where[i] * g_size:(where[i] + 1) * g_size])
+            else:
+                out.extend(self._episode(task, i, j, sampling) for j in range(g_size))
+        return out
+
+    def _episode(self, task: Task, i: int, j: int, sampling: Any) -> Episode:
+        """Sample ``j`` of task ``i``: one multi-turn episode (failures recorded in info)."""
+        from polyrl.rollout import run_episode
+
+        r = self.cfg.rollout
+        env_seed = (self.cfg.run.seed * 7_919 + self.step * 1_009 + i) % (2**31)
+        try:
+            with self.domains[task.domain].env(task) as env:
+                return run_episode(self.policy, env, task, max_turns=r.max_turns,
+                                   max_tokens_per_turn=r.max_new_tokens, sampling=sampling,
+                                   seed=env_seed, sample_index=j)
+        except PolyrlError as e:  # infrastructure/task failure: never trained on
+            return Episode(task_id=task.id, sample_index=j,
+                           info={"error": error_class_name(e), "error_message": str(e)})
+
+    def mix_replay(self, groups: list[Group]) -> tuple[list[Group], int, int]:
+        """Fill zero-signal slots with replayed groups; store fresh signal groups.
+
+        Returns:
+            ``(batch, zero_variance_groups, replayed_groups)``. With dynamic sampling
+            the zero-signal groups not replaced are dropped.
+        """
+        signal = [g for g in groups if has_signal(g)]
+        zero = [g for g in groups if not has_signal(g)]
+        mixed: list[Group] = []
+        if self.cfg.replay.enabled and zero:
+            want = int(round(self.cfg.replay.mix_fraction * len(zero)))
+            mixed = self.replay.sample(want, self.step, self.rng)
+        kept_zero = [] if self.cfg.train.dynamic_sampling else zero[len(mixed):]
+        if self.cfg.replay.enabled:
+            for g in signal:
+                self.replay.add(g)
+        return signal + mixed + kept_zero, len(zero), len(mixed)
+
+    def update_curriculum(self, groups: list[Group]) -> None:
+        """Feed each arm's mean reward and signal of this step to the curriculum."""
+        by_arm: dict[int, list[Group]] = {}
+        for g in groups:
+            by_arm.setdefault(g.arm, []).append(g)
+        for arm, gs in sorted(by_arm.items()):
+            rewards = torch.tensor([float(np.mean(g.rewards)) for g in gs])
+            p = rewards.clamp(0, 1)
+            if self.cfg.curriculum.signal == "p1p":
+                sig = float((p * (1 - p)).mean())
+            else:
+                sig = float(np.mean([np.mean(np.abs(g.advantages)) for g in gs]))
+            self.curriculum.update(arm, float(p.mean()), sig, len(gs))
+
+    def step_metrics(self, groups: list[Group], built: BuildStats, upd: UpdateStats,
+                     cur_weights: dict[str, float], mix: dict[str, int],
+                     timing: dict[str, float]) -> dict:
+        """The namespaced metrics of the step just taken."""
+        rec: dict[str, Any] = {"step": self.step}
+        every: list[float] = []
+        for dom, rs in built.rewards_by_domain.items():
+            rec[f"reward/{dom}"] = float(np.mean(rs)) if rs else float("nan")
+            every.extend(rs)
+        rec["reward/mean"] = float(np.mean(every)) if every else float("nan")
+        trained = upd.sequences > 0  # else the update figures are undefined: NaN (null)
+        figures = {"loss/policy": upd.policy_loss, "loss/kl": upd.kl, "loss/total": upd.loss,
+                   "clip/fraction": upd.clip_fraction, "entropy": upd.entropy,
+                   "grad_norm": upd.grad_norm}
+        rec.update({k: v if trained else float("nan") for k, v in figures.items()})
+        rec.update({"replay/size": len(self.replay), "replay/is_weight": upd.is_weight,
+                    "score_errors": built.score_errors, "groups/dropped": built.dropped_groups,
+                    "tokens/trained": upd.tokens})
+        rec.update(mix)
+        rec.update(timing)
+        rec["tokens_per_s"] = upd.tokens / timing["time/update_s"] if upd.tokens else 0.0
+        if groups:
+            rewards = torch.tensor([float(np.mean(g.rewards)) for g in groups]).unsqueeze(1)
+            rec["signal/p1p"] = signal_stats(rewards, torch.zeros_like(rewards))["p1p"]
+        rec.update(cur_weights)
+        return rec
+
+    # -- checkpoints ---------------------------------------------------------------
+    def save_state(self) -> Path:
+        """Write an atomic checkpoint of everything a bit-exact resume needs."""
+        state = {"curriculum": self.curriculum.state_dict(), "replay": self.replay.state_dict(),
+                 "trainer_rng": self.rng.bit_generator.state, "config": self.cfg.model_dump()}
+        return save_checkpoint(self.run_dir / "checkpoints", self.step, self.model,
+                               self.optimizer, state, trainable_only=self.cfg.train.lora)
+
+    def load_state(self, path: Path) -> None:
+        """Restore a checkpoint (a ``step-N`` directory or a ``checkpoints`` root).
+
+        Raises:
+            FileNotFoundError: no checkpoint there.
+        """
+        ck = load_checkpoint(Path(path), map_location=next(self.model.parameters()).device)
+        self.model.load_state_dict(ck["model"], strict=not self.cfg.train.lora)
+        self.optimizer.load_state_dict(ck["optimizer"])
+        st = ck["state"]
+        self.curriculum.load_state_dict(st["curriculum"])
+        self.replay.load_state_dict(st["replay"])
+        self.rng.bit_generator.state = st["trainer_rng"]
+        self.step = int(st["step"])
+        restore_rng(st["rng"])
+        self.metrics.truncate_after(self.step)
+
+    @classmethod
+    def resume(cls, cfg: RunConfig, policy: Any, domains: Sequence[Domain], run_dir: Path,
+               scheduler: Any = None, ref_model: torch.nn.Module | None = None) -> Trainer:
+        """A trainer restored from ``run_dir/checkpoints/latest`` (fresh when none).
+
+        ``policy.model`` must hold the base weights (as for ``__init__``).
+        """
+        trainer = cls(cfg, policy, domains, run_dir, scheduler=scheduler, ref_model=ref_model)
+        if latest_checkpoint(Path(run_dir) / "checkpoints") is not None:
+            trainer.load_state(Path(run_dir) / "checkpoints")
+        return trainer
+
+    # -- helpers -----------------------------------------------------------------
+    def _prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """LoRA wrapping (peft, in place) and gradient checkpointing."""
+        t = self.cfg.train
+        if t.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            if hasattr(model, "enable_input_require_grads"):
+                model.enable_input_require_grads()
+        if not t.lora:
+            return model
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(r=t.lora_rank, lora_alpha=2 * t.lora_rank, lora_dropout=0.0,
+                          target_modules="all-linear", task_type="CAUSAL_LM")
+        return get_peft_model(model, lora)
+
+    def _update_options(self) -> UpdateOptions:
+        t, r = self.cfg.train, self.cfg.rollout
+        tok = getattr(self.policy, "tokenizer", None)
+        pad = getattr(tok, "pad_token_id", None)
+        device = next(self.model.parameters()).device
+        bf16 = self.cfg.model.dtype == "bfloat16" or (
+            self.cfg.model.dtype == "auto" and device.type == "cuda"
+            and torch.cuda.is_bf16_supported())
+        return UpdateOptions(
+            clip_eps_low=t.clip_eps_low, clip_eps_high=t.clip_eps_high, loss_agg=t.loss_agg,
+            kl_coef=t.kl_coef, kl_estimator=t.kl_estimator, kl_is_correction=t.kl_is_correction,
+            micro_batch_size=t.micro_batch_size,
+            max_grad_norm=t.max_grad_norm, temperature=r.temperature,
+            max_tokens=r.max_new_tokens, is_clip=self.cfg.replay.is_clip,
+            shared_prefix=t.shared_prefix and not t.gradient_checkpointing,
+            pad_id=0 if pad is None else int(pad),
+            autocast_dtype=torch.bfloat16 if bf16 and device.type == "cuda" else None)
+
+    def _scale(self) -> str:
+        s = self.cfg.train.scale_rewards
+        if s == "auto":
+            return "none" if self.cfg.train.algorithm == "dr_grpo" else "group"
+        return s
+
+    @torch.no_grad()
+    def _ref_logprobs(self, chunk: Chunk) -> torch.Tensor:
+        """(n, T) log-probs of a micro-batch under the reference model."""
+        if self.ref_model is not None:
+            return chunk_logprobs(self.ref_model, chunk, self.opts, with_entropy=False).logprobs
+        with self.model.disable_adapter():  # LoRA: the base model is the reference
+            return chunk_logprobs(self.model, chunk, self.opts, with_entropy=False).logprobs
+
+
+def _failed_episode_score(answer: Completion | Episode) -> Score | None:
+    """A failed ``Score`` for an episode whose rollout raised, else None."""
+    if isinstance(answer, Episode) and "error" in answer.info:
+        return Score(reward=0.0, error=answer.info["error"],
+                     error_message=answer.info.get("error_message", ""))
+    return None
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def _frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    ref = copy.deepcopy(model)
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref
+

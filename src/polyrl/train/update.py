@@ -1,0 +1,228 @@
+"""One policy update: micro-batched loss, gradient accumulation, clipping, optimizer step.
+
+The step's sequences are cut, in group order, into micro-batches of at most
+``micro_batch_size`` sequences; every micro-batch loss is divided by the
+denominator of the *whole* step (its tokens or sequences, per ``loss_agg``), so
+the accumulated gradient equals that of one batch holding everything (tested:
+8 micro-batches of 1 == 1 micro-batch of 8).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from polyrl.train.groups import Group
+from polyrl.train.logprobs import TokenLogprobs, dense_logprobs, shared_prefix_logprobs
+from polyrl.train.losses import grpo_loss
+
+
+@dataclass
+class UpdateOptions:
+    """How ``policy_update`` computes the loss (from ``TrainSection`` + rollout temperature).
+
+    Attributes:
+        clip_eps_low, clip_eps_high: PPO ratio clip range.
+        loss_agg: one of ``polyrl.train.losses.LOSS_AGGREGATIONS``.
+        kl_coef, kl_estimator: KL-to-reference weight and estimator.
+        kl_is_correction: multiply the KL by the ratio (see ``grpo_loss``).
+        micro_batch_size: sequences per forward/backward.
+        max_grad_norm: gradient clipping norm.
+        temperature: sampling temperature the logprobs are computed at.
+        max_tokens: constant length of ``seq-mean-token-sum-norm``, tokens.
+        shared_prefix: compute each group's prompt once (Prefix Grouper).
+        is_clip: cap on importance weights of replayed groups.
+        pad_id: padding token id.
+        autocast_dtype: None (full precision) or e.g. ``torch.bfloat16``.
+    """
+
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.2
+    loss_agg: str = "token-mean"
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    kl_is_correction: bool = False
+    micro_batch_size: int = 16
+    max_grad_norm: float = 1.0
+    temperature: float = 1.0
+    max_tokens: int | None = None
+    shared_prefix: bool = True
+    is_clip: float = 2.0
+    pad_id: int = 0
+    autocast_dtype: torch.dtype | None = None
+
+
+@dataclass
+class UpdateStats:
+    """Figures of one update (token-weighted means over the step).
+
+    Attributes:
+        loss, policy_loss: summed over micro-batches (each already step-normalised).
+        kl, clip_fraction, entropy, is_weight: means over trained tokens.
+        grad_norm: total gradient norm before clipping.
+        tokens: prompt + completion tokens run through the training forward.
+        sequences: sequences trained.
+        micro_batches: forward/backward passes.
+    """
+
+    loss: float = 0.0
+    policy_loss: float = 0.0
+    kl: float = 0.0
+    clip_fraction: float = 0.0
+    entropy: float = 0.0
+    is_weight: float = 1.0
+    grad_norm: float = 0.0
+    tokens: int = 0
+    sequences: int = 0
+    micro_batches: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+Chunk = list[tuple[Group, list[int]]]
+"""A micro-batch: (group, indices of its completions in this micro-batch) pairs."""
+
+
+def micro_batches(groups: list[Group], size: int) -> list[Chunk]:
+    """Cut the step's sequences, in group order, into chunks of at most ``size``."""
+    chunks: list[Chunk] = []
+    current: Chunk = []
+    room = size
+    for g in groups:
+        idx = list(range(len(g.completions)))
+        while idx:
+            take, idx = idx[:room], idx[room:]
+            current.append((g, take))
+            room -= len(take)
+            if room == 0:
+                chunks.append(current)
+                current, room = [], size
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def chunk_logprobs(model: torch.nn.Module, chunk: Chunk, opts: UpdateOptions,
+                   with_entropy: bool) -> TokenLogprobs:
+    """Training forward of one micro-batch (shared-prefix or dense).
+
+    The returned ``mask`` is the padding mask times each row's loss mask (0 on
+    environment tokens of multi-turn episodes).
+    """
+    temp = opts.temperature if opts.temperature > 0 else 1.0
+    if opts.shared_prefix:
+        out = shared_prefix_logprobs(
+            model, [g.prompt_ids for g, _ in chunk],
+            [[g.completions[i] for i in idx] for g, idx in chunk],
+            temperature=temp, pad_id=opts.pad_id, with_entropy=with_entropy)
+    else:
+        out = dense_logprobs(
+            model, [g.prompt_ids for g, idx in chunk for _ in idx],
+            [g.completions[i] for g, idx in chunk for i in idx],
+            temperature=temp, pad_id=opts.pad_id, with_entropy=with_entropy)
+    if any(g.loss_masks for g, _ in chunk):
+        loss_mask = torch.zeros_like(out.mask)  # (n, T)
+        for row, (g, i) in enumerate((g, i) for g, idx in chunk for i in idx):
+            m = g.mask(i)
+            loss_mask[row, : len(m)] = torch.tensor(m, dtype=out.mask.dtype)
+        out.mask = out.mask * loss_mask
+        out.logprobs = out.logprobs * out.mask
+    return out
+
+
+def _importance_weights(chunk: Chunk, logp: torch.Tensor, mask: torch.Tensor,
+                        is_clip: float) -> torch.Tensor:
+    """(n, T) clipped weights min(pi/mu, is_clip) on replayed rows, 1 elsewhere."""
+    w = torch.ones_like(logp)
+    row = 0
+    for g, idx in chunk:
+        for i in idx:
+            mu = g.behaviour_logprobs[i]
+            if g.replayed and len(mu) == len(g.completions[i]) and mu:
+                mu_t = torch.tensor(mu, dtype=logp.dtype, device=logp.device)
+                n = len(mu)
+                w[row, :n] = torch.exp(logp[row, :n].detach() - mu_t).clamp(max=is_clip)
+            row += 1
+    return w * mask
+
+
+def _trained_tokens(groups: list[Group]) -> int:
+    """Tokens that carry loss in the step (loss-mask ones)."""
+    return sum(sum(g.mask(i)) for g in groups for i in range(len(g.completions)))
+
+
+def _denominator(groups: list[Group], loss_agg: str) -> float:
+    """The step-wide normaliser: completion tokens (token-mean) or sequences."""
+    if loss_agg == "token-mean":
+        return float(max(1, _trained_tokens(groups)))
+    return float(max(1, sum(len(g.completions) for g in groups)))
+
+
+def policy_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    groups: list[Group],
+    opts: UpdateOptions,
+    ref_logprobs_fn: Callable[[Chunk], torch.Tensor] | None = None,
+    step_optimizer: bool = True,
+) -> UpdateStats:
+    """Compute the GRPO-family loss over ``groups`` and take one optimizer step.
+
+    Args:
+        model: the policy (train mode is set here).
+        optimizer: over the trainable parameters of ``model``.
+        groups: the step's groups (advantages set; replayed ones marked).
+        opts: ``UpdateOptions``.
+        ref_logprobs_fn: chunk -> (n, T) reference log-probs (no grad); needed when
+            ``opts.kl_coef > 0``.
+        step_optimizer: False = accumulate gradients only (for tests).
+
+    Returns:
+        ``UpdateStats``. With no groups, nothing is stepped and all figures are 0.
+    """
+    stats = UpdateStats()
+    if not groups:
+        return stats
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    denom = _denominator(groups, opts.loss_agg)
+    n_tok_total = _trained_tokens(groups)
+    device = next(model.parameters()).device
+    autocast = (torch.autocast(device.type, dtype=opts.autocast_dtype)
+                if opts.autocast_dtype is not None else contextlib.nullcontext())
+    for chunk in micro_batches(groups, opts.micro_batch_size):
+        with autocast:
+            out = chunk_logprobs(model, chunk, opts, with_entropy=True)
+        adv = torch.tensor([g.advantages[i] for g, idx in chunk for i in idx],
+                           dtype=torch.float32, device=device)  # (n,)
+        weights = _importance_weights(chunk, out.logprobs, out.mask, opts.is_clip)
+        ref = None
+        if opts.kl_coef > 0:
+            if ref_logprobs_fn is None:
+                raise ValueError("kl_coef > 0 needs a reference model")
+            ref = ref_logprobs_fn(chunk)
+        res = grpo_loss(out.logprobs, out.logprobs.detach(), adv, out.mask,
+                        clip_eps_low=opts.clip_eps_low, clip_eps_high=opts.clip_eps_high,
+                        loss_agg=opts.loss_agg, ref_logprobs=ref, kl_coef=opts.kl_coef,
+                        kl_estimator=opts.kl_estimator, kl_is_correction=opts.kl_is_correction,
+                        importance_weights=weights,
+                        normalizer=denom, max_tokens=opts.max_tokens)
+        res.loss.backward()
+        share = float(out.mask.sum()) / max(1, n_tok_total)  # this chunk's token share
+        stats.loss += float(res.loss.detach())
+        stats.policy_loss += float(res.policy_loss)
+        stats.kl += float(res.kl) * share
+        stats.clip_fraction += float(res.clip_fraction) * share
+        stats.entropy += float((out.entropy * out.mask).sum()) / max(1, n_tok_total)
+        stats.is_weight += float(weights.sum() - out.mask.sum()) / max(1, n_tok_total)
+        stats.tokens += sum(len(g.prompt_ids) + len(g.completions[i]) for g, idx in chunk
+                            for i in idx)
+        stats.sequences += len(adv)
+        stats.micro_batches += 1
+    params = [p for p in model.parameters() if p.requires_grad]
+    stats.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, opts.max_grad_norm))
+    if step_optimizer:
+        optimizer.step()
+    return stats

@@ -1,0 +1,73 @@
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+def polyrl(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "polyrl", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def last_json(stdout):
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_list_json_has_ids_families_and_split_sizes():
+    r = polyrl("domains", "list", "--json")
+    assert r.returncode == 0, r.stderr
+    out = last_json(r.stdout)
+    rows = {d["id"]: d for d in out["domains"]}
+    assert rows["math/arith-v1"]["family"] == "math"
+    assert rows["math/arith-v1"]["splits"] == {"train": None, "test": None}  # unbounded
+    assert rows["recall/needle-1m-v1"]["description"]
+    assert isinstance(out["skipped"], dict)
+    gsm = rows["math/gsm8k-v1"]
+    assert gsm["splits"] is None or sum(gsm["splits"].values()) == 1319
+
+
+def test_list_table_is_human_readable():
+    r = polyrl("domains", "list")
+    assert r.returncode == 0, r.stderr
+    assert "math/arith-v1" in r.stdout and "unbounded" in r.stdout
+
+
+@pytest.mark.parametrize("domain_id", ["math/arith-v1", "math/gsm8k-v1", "recall/needle-v1"])
+def test_check_passes_for_math_and_recall(domain_id, shared_data):
+    r = polyrl("domains", "check", domain_id, "--n", "4", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = last_json(r.stdout)
+    assert out["id"] == domain_id and out["n"] == 4 and out["ok"] is True
+    assert out["oracle_mean"] == 1.0 and out["empty_mean"] == 0.0 and out["deterministic"]
+
+
+def test_check_unknown_id_exits_2_with_suggestion():
+    r = polyrl("domains", "check", "math/arth-v1")
+    assert r.returncode == 2
+    assert "did you mean" in r.stderr and "math/arith-v1" in r.stderr
+
+
+def test_check_failing_plugin_domain_exits_1(tmp_path):
+    (tmp_path / "polyrl_cli_plugin.py").write_text(textwrap.dedent("""
+        from polyrl.domains.math import Arithmetic
+        class Liar(Arithmetic):
+            family = "liar"
+            def oracle(self, task):
+                return "0"
+        def make():
+            return [Liar("liar/arith-v1")]
+    """))
+    dist = tmp_path / "polyrl_cli_plugin-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: polyrl-cli-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[polyrl.domains]\nliar = polyrl_cli_plugin:make\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    r = polyrl("domains", "check", "liar/arith", "--n", "3", "--json", env=env)
+    assert r.returncode == 1, r.stderr
+    out = last_json(r.stdout)
+    assert out["id"] == "liar/arith-v1" and out["ok"] is False and out["oracle_mean"] < 1
+    r = polyrl("domains", "check", "liar/arith-v1", env=env)
+    assert r.returncode == 1 and "FAILED" in r.stdout and "problem" in r.stdout

@@ -1,0 +1,78 @@
+"""CLI tests of `polyrl eval`, `polyrl report` and `polyrl resume` (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polyrl.domains.registry import list_domains
+
+
+def polyrl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polyrl", "--quiet", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_eval_oracle_json_and_results_out(tmp_path: Path):
+    out = tmp_path / "rows.jsonl"
+    r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1,recall/needle-v1",
+               "--n", "12", "--json", "--results-out", str(out))
+    assert r.returncode == 0, r.stderr
+    last = json.loads(r.stdout.strip().splitlines()[-1])
+    for dom in ("math/arith-v1", "recall/needle-v1"):
+        got = last["domains"][dom]
+        assert (got["n"], got["mean"], got["passed"], got["ci95"]) == (12, 1.0, 12, [1.0, 1.0])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 24
+    assert set(rows[0]) >= {"task_id", "domain", "sample_index", "reward", "components", "error"}
+
+
+def test_eval_unknown_domain_is_one_line_error():
+    r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v9")
+    assert r.returncode == 2
+    assert "--domains" in r.stderr and "math/arith" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("code/humaneval-v1" not in {d.id for d in list_domains()},
+                    reason="code domain not registered")
+def test_eval_oracle_humaneval_is_164_of_164():
+    r = polyrl("eval", "--policy", "oracle", "--domains", "code/humaneval", "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])["domains"]["code/humaneval-v1"]
+    assert (got["n"], got["passed"], got["errors"]) == (164, 164, 0)
+    assert "passed 164/164" in r.stdout
+
+
+def test_report_command_regenerates_from_run_dir(tmp_path: Path):
+    from polyrl.eval.summary import write_rows
+    from tests.eval.conftest import fabricate_rows
+
+    run = tmp_path / "r"
+    base, post = fabricate_rows(n=16)
+    write_rows(run / "eval" / "baseline.jsonl", base)
+    write_rows(run / "eval" / "post.jsonl", post)
+    r = polyrl("report", str(run))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(run / "report.html")
+    assert (run / "plots" / "baseline_vs_post.png").is_file()
+
+
+def test_report_and_resume_of_a_non_run_dir_fail_cleanly(tmp_path: Path):
+    r = polyrl("report", str(tmp_path / "nope"))
+    assert r.returncode == 1 and "not a directory" in r.stderr
+    r = polyrl("resume", str(tmp_path))
+    assert r.returncode == 1 and "not a polyrl run directory" in r.stderr
+
+
+def test_run_with_an_unknown_domain_fails_before_making_a_run_dir(tmp_path: Path):
+    r = subprocess.run([sys.executable, "-m", "polyrl", "run", "--set",
+                        "domains=[{id: math/arith-v9}]", "--set", f"run.out_dir={tmp_path}/runs"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2
+    assert "domains.0.id" in r.stderr and "math/arith" in r.stderr
+    assert not (tmp_path / "runs").exists()

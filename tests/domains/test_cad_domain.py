@@ -1,0 +1,79 @@
+"""cad/gen-v1 end to end: programs run in the sandbox ForkServer, scored on the host."""
+
+from __future__ import annotations
+
+import pytest
+
+from polyrl.domains.cad.domain import CadGenDomain
+from polyrl.domains.cad.runner import decode_mesh
+from polyrl.domains.checker import check_domain
+from polyrl.errors import SandboxError
+from polyrl.types import ExecResult
+
+
+@pytest.fixture(scope="module")
+def domain() -> CadGenDomain:
+    return CadGenDomain()
+
+
+def test_check_domain_passes(domain: CadGenDomain) -> None:
+    report = check_domain(domain, n=5)
+    assert report.ok, report.problems
+
+
+def test_every_difficulty_oracle_scores_one(domain: CadGenDomain) -> None:
+    for level in range(1, 6):
+        for task in domain.tasks("train", difficulty=level, n=2, seed=11):
+            score = domain.score(task, domain.oracle(task))
+            assert score.reward == 1.0 and score.passed, (task.id, score)
+
+
+def test_close_but_wrong_part_gets_partial_credit(domain: CadGenDomain) -> None:
+    task = next(domain.tasks("train", difficulty=2, n=1, seed=5))
+    program = task.metadata["program"]
+    # drop the last operation: the base shape without its hole or boss
+    first = program.splitlines()[0]
+    base = first if first.startswith("result") else first.replace("base =", "result =")
+    score = domain.score(task, f"```python\n{base}\n```")
+    assert 0.5 < score.reward < 1.0
+    assert score.components["valid"] == 1.0 and score.components["iou"] > 0.5
+    assert score.passed is False
+
+
+def test_failing_or_forbidden_programs_score_zero(domain: CadGenDomain) -> None:
+    task = next(domain.tasks("train", difficulty=1, n=1))
+    crash = domain.score(task, "result = box(1, 1, 0)")  # raises inside the sandbox
+    assert crash.reward == 0.0 and crash.components["in_subset"] == 1.0
+    assert crash.components["ran"] == 0.0
+    forbidden = domain.score(task, "import os\nresult = box(1, 1, 1)")
+    assert forbidden.reward == 0.0 and forbidden.components["in_subset"] == 0.0
+
+
+class _BrokenSandbox:
+    def run_python(self, code: str, stdin: object = None, files: object = None) -> ExecResult:
+        return ExecResult(argv=["python"], error="SandboxError", error_message="bwrap died")
+
+
+def test_sandbox_failure_raises_not_zero() -> None:
+    domain = CadGenDomain(server=_BrokenSandbox())
+    task = next(domain.tasks("train", difficulty=1, n=1))
+    with pytest.raises(SandboxError):
+        domain.score(task, domain.oracle(task))
+    assert domain.safe_score(task, domain.oracle(task)).error == "SandboxError"
+
+
+def test_decode_rejects_bad_payloads() -> None:
+    with pytest.raises(ValueError):
+        decode_mesh("not base64 !!")
+
+
+def test_same_part_built_differently_passes(domain: CadGenDomain) -> None:
+    task = next(t for t in domain.tasks("train", difficulty=3, n=20, seed=3)
+                if t.metadata["program"].startswith("result = box"))
+    lines = task.metadata["program"].splitlines()
+    holes = [ln.split(" - ", 1)[1] for ln in lines[1:]]
+    # all holes united first, in reverse order: a different triangulation of the same solid
+    alt = f"holes = {' + '.join(holes[::-1])}\nresult = {lines[0].split('= ', 1)[1]} - holes\n"
+    score = domain.score(task, alt)
+    assert score.passed and score.reward > 0.99, score
+    assert score.components["iou"] == pytest.approx(1.0, abs=0.01)

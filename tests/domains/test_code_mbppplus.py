@@ -1,0 +1,47 @@
+"""code/mbppplus-v1: input coercion, expected outputs from the canonical (cached), scoring."""
+
+from __future__ import annotations
+
+import pytest
+
+import polyrl.domains.code.mbppplus as mbppplus
+from polyrl.domains.code.mbppplus import MbppPlusDomain, argument_shapes, coerce
+from polyrl.errors import ConfigError
+
+
+def test_json_inputs_take_the_container_types_of_the_tasks_own_assert() -> None:
+    shapes = argument_shapes("assert f((3, 4), [(1, 2)], {'a': (1, 2)}, 1j) == 1", "f")
+    args = [[3, 4], [[1, 2]], {"a": [1, 2]}, "2j"]
+    assert [coerce(s, a) for s, a in zip(shapes, args, strict=True)] == \
+        [(3, 4), [(1, 2)], {"a": (1, 2)}, 2j]
+    assert coerce(("num",), "kx") == "kx"  # adversarial strings stay strings
+
+
+def test_missing_data_names_the_path(tmp_path) -> None:
+    domain = MbppPlusDomain(path=tmp_path / "MbppPlus.jsonl.gz")
+    with pytest.raises(ConfigError, match="MbppPlus.jsonl.gz"):
+        next(domain.tasks("test"))
+    assert domain.split_sizes() == {"train": 0, "test": 0}
+
+
+def test_canonical_passes_wrong_fails_and_outputs_are_cached(
+        shared_data, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("POLYRL_CACHE_DIR", str(tmp_path))
+    path = shared_data / "mbppplus" / "MbppPlus.jsonl.gz"
+    domain = MbppPlusDomain(path=path)
+    tasks = list(domain.tasks("test", n=3))
+    assert [t.id for t in tasks] == ["Mbpp/2", "Mbpp/3", "Mbpp/4"]
+    assert tasks[0].metadata["unordered"]  # its prompt asserts set(similar_elements(...))
+    for task in tasks:
+        assert task.metadata["n_tests"] > 50
+        assert domain.score(task, f"```python\n{task.reference}\n```").reward == 1.0
+        assert domain.score(task, f"```python\ndef {task.metadata['entry_point']}(*a):\n"
+                                  "    return None\n```").reward == 0.0
+    assert len(list(tmp_path.glob("mbppplus/*/Mbpp_*.json"))) == 3
+
+    def no_sandbox(*args, **kwargs):
+        raise AssertionError("expected outputs must come from the cache")
+
+    monkeypatch.setattr(mbppplus, "run_tests", no_sandbox)
+    again = list(MbppPlusDomain(path=path).tasks("test", n=3))
+    assert [t.metadata["cases"] for t in again] == [t.metadata["cases"] for t in tasks]

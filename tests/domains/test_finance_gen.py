@@ -1,0 +1,56 @@
+"""finance/gen-v1: consistent statements, oracle 1, dense reward, long variant, splits."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from polyrl.domains.finance.gen import FinanceGenDomain
+from polyrl.domains.finance.statements import make_company
+
+DOMAIN = FinanceGenDomain()
+
+
+def test_statements_are_consistent() -> None:
+    c = make_company(random.Random(0), 4)
+    for y in c.years:
+        assert c.value("Gross profit", y) == c.value("Revenue", y) - c.value("Cost of revenue", y)
+        assert c.value("Total assets", y) == c.value("Total liabilities and equity", y)
+        assert c.value("Total liabilities", y) + c.value("Total shareholders' equity", y) == \
+            c.value("Total assets", y)
+        assert c.value("Net change in cash", y) == sum(c.value(k, y) for k in (
+            "Net cash from operating activities", "Net cash used in investing activities",
+            "Net cash from financing activities"))
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4, 5])
+def test_oracle_scores_one_and_empty_scores_zero(level: int) -> None:
+    for task in DOMAIN.tasks("test", difficulty=level, n=5, seed=1):
+        assert DOMAIN.score(task, task.reference).reward == pytest.approx(1.0)
+        assert DOMAIN.score(task, "").reward == 0.0
+
+
+def test_difficulty_one_is_short_and_reward_is_dense() -> None:
+    tasks = list(DOMAIN.tasks("train", difficulty=1, n=50))
+    assert max(len(t.prompt[0]["content"].encode()) for t in tasks) <= 120
+    assert max(len(t.reference.encode()) for t in tasks) <= 24
+    task = tasks[0]
+    gold = float(task.metadata["answer_items"][0])
+    wrong = gold + 30
+    score = DOMAIN.score(task, f"{wrong:g}")
+    assert score.components["f1"] == 0.0
+    assert score.reward == pytest.approx(0.2 / (1 + 30 / max(gold, 1)))
+
+
+def test_difficulty_five_is_long() -> None:
+    task = next(DOMAIN.tasks("train", difficulty=5, n=1))
+    assert len(task.prompt[0]["content"]) > 80_000  # ~20k+ tokens
+
+
+def test_splits_disjoint_and_deterministic() -> None:
+    train = list(DOMAIN.tasks("train", difficulty=[1, 2, 3], n=60, seed=2))
+    test = list(DOMAIN.tasks("test", difficulty=[1, 2, 3], n=30, seed=2))
+    assert not {t.id for t in train} & {t.id for t in test}
+    assert [t.to_dict() for t in DOMAIN.tasks("train", difficulty=[1, 2, 3], n=60, seed=2)] \
+        == [t.to_dict() for t in train]

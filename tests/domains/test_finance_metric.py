@@ -1,0 +1,55 @@
+"""EM and numeracy F1 with scales: hand-computed values on tricky formats."""
+
+from __future__ import annotations
+
+import pytest
+
+from polyrl.domains.finance.metric import closeness, em_f1, make_item
+
+
+def _score(pred: str, gold: list[str], scale: str = "") -> tuple[float, float]:
+    return em_f1([make_item(p) for p in pred.split(" | ")], [make_item(g, scale) for g in gold])
+
+
+@pytest.mark.parametrize(("pred", "ok"), [
+    ("-1234.5 thousand", True), ("(1,234.5)", True), ("-1,234,500", True),
+    ("-1.2345 million", True), ("1234.5", False), ("-1234.5 million", False),
+])
+def test_parentheses_in_thousands(pred: str, ok: bool) -> None:
+    assert _score(pred, ["(1,234.5)"], "thousand") == ((1.0, 1.0) if ok else (0.0, 0.0))
+
+
+@pytest.mark.parametrize(("pred", "ok"), [
+    ("12.3%", True), ("0.123", True), ("12.3", True), ("12.30 percent", True),
+    ("1.23%", False), ("12.3 million", False),
+])
+def test_percent_against_fraction(pred: str, ok: bool) -> None:
+    assert _score(pred, ["12.3"], "percent")[0] == float(ok)
+
+
+def test_tolerance_and_rounding_to_the_golds_decimals() -> None:
+    assert _score("2.94", ["2.9"])[0] == 1.0  # gold written to 1 decimal
+    assert _score("3.0", ["2.9"])[0] == 0.0
+    assert _score("1497", ["1496"])[0] == 1.0  # within rel_tol 1e-3
+    assert _score("1498", ["1496"])[0] == 0.0
+
+
+def test_multi_span_partial_f1() -> None:
+    gold = ["fixed-price type", "cost-plus type", "time-and-material type"]
+    em, f1 = _score("fixed-price type | cost-plus type", gold)
+    assert em == 0.0 and f1 == pytest.approx(0.8)  # P = 1, R = 2/3
+    em, f1 = _score("time-and-material type | fixed-price type | cost-plus type", gold)
+    assert (em, f1) == (1.0, 1.0)
+
+
+def test_token_f1_and_numeracy() -> None:
+    assert _score("sales growth", ["net sales growth"]) == (0.0, pytest.approx(0.8))
+    assert _score("September 30, 2018", ["September 30, 2019"]) == (0.0, 0.0)
+    assert _score("", ["x"]) == (0.0, 0.0)
+
+
+def test_closeness_shaping() -> None:
+    gold = [make_item("530")]
+    assert closeness([make_item("500")], gold, 0.0) == pytest.approx(530 / 560)
+    assert closeness([make_item("n/a")], gold, 0.0) == 0.0
+    assert closeness([make_item("a")], [make_item("a"), make_item("b")], 0.5) == 0.5

@@ -1,0 +1,39 @@
+"""finance/tatqa-v1: every gold answer scores 1.0; tricky predictions by hand."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from polyrl.domains.finance.tatqa import TatQaDomain
+from polyrl.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def domain(shared_data) -> TatQaDomain:
+    return TatQaDomain(path=shared_data / "tatqa" / "tatqa_dataset_dev.json")
+
+
+def test_every_dev_gold_answer_scores_one_and_empty_scores_zero(domain: TatQaDomain) -> None:
+    start = time.perf_counter()
+    tasks = list(domain.tasks("test"))
+    assert len(tasks) == 1668
+    bad = [t.id for t in tasks if domain.score(t, t.reference).reward != 1.0
+           or not domain.score(t, t.reference).passed]
+    assert bad == []
+    assert all(domain.score(t, "").reward == 0.0 for t in tasks)
+    assert time.perf_counter() - start < 60
+
+
+def test_scale_handling_on_a_real_question(domain: TatQaDomain) -> None:
+    task = next(t for t in domain.tasks("test")
+                if t.id == "4960801d-277d-4f79-8eca-c4d0200fa9d6")  # $1,496.5 million
+    assert domain.score(task, "Answer: 1,496.5").reward == 1.0
+    assert domain.score(task, "The total is\nAnswer: 1.4965 billion").reward == 1.0
+    assert domain.score(task, "Answer: $1,496.5 thousand").reward == 0.0
+
+
+def test_missing_data_names_the_path(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="tatqa_missing.json"):
+        list(TatQaDomain(path=tmp_path / "tatqa_missing.json").tasks("test"))

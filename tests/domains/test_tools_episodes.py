@@ -1,0 +1,51 @@
+"""tools/episodes-v1: tool results from sandboxed implementations; reward from the answer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from polyrl.domains.checker import check_domain, run_actions
+from polyrl.domains.tools.episodes import ToolEpisodesDomain, parse_answer
+from polyrl.types import Episode, Turn
+
+
+@pytest.fixture(scope="module")
+def domain() -> ToolEpisodesDomain:
+    return ToolEpisodesDomain()
+
+
+def test_parse_answer() -> None:
+    assert parse_answer('{"answer": 12.5}') == "12.5"
+    assert parse_answer("thinking...\nANSWER: Ann") == "Ann"
+    assert parse_answer('[{"name": "get_order"}]') is None
+
+
+def test_check_domain_passes(domain: ToolEpisodesDomain) -> None:
+    report = check_domain(domain, n=5)
+    assert report.ok, report.problems
+
+
+def test_tool_results_come_from_the_world(domain: ToolEpisodesDomain) -> None:
+    task = next(domain.tasks("train", difficulty=1, n=1))
+    sku = task.metadata["oracle_calls"][0][1]["sku"]
+    with domain.env(task) as env:
+        env.reset()
+        obs, reward, term, trunc, _ = env.step(json.dumps({"name": "get_product",
+                                                           "arguments": {"sku": sku}}))
+        assert not (term or trunc) and reward == 0.0
+        result = json.loads(obs)["result"]
+        assert result == task.metadata["world"]["products"][sku]
+        obs, *_ = env.step('{"name": "get_product", "arguments": {"sku": 7}}')
+        assert "invalid call" in obs
+
+
+def test_partial_reward_for_lookups_without_answer(domain: ToolEpisodesDomain) -> None:
+    task = next(domain.tasks("train", difficulty=3, n=1))
+    calls = domain.oracle_actions(task)[:-1]
+    ep = run_actions(domain.env(task), [*calls, '{"answer": "0.01"}'])
+    assert ep.reward == pytest.approx(0.2) and ep.terminated
+    replay = Episode(task_id=task.id, turns=[Turn("assistant", a) for a in calls[:1]])
+    s = domain.score(task, replay)
+    assert s.reward == pytest.approx(0.2 / len(calls)) and s.passed is False

@@ -1,0 +1,69 @@
+"""tools/gen-v1: generator, sizes for the tiny model, checker, dense reward."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from polyrl.domains.checker import check_domain
+from polyrl.domains.tools.gen import ToolsGenDomain
+
+
+@pytest.fixture(scope="module")
+def domain() -> ToolsGenDomain:
+    return ToolsGenDomain()
+
+
+def test_check_domain_passes(domain: ToolsGenDomain) -> None:
+    report = check_domain(domain, n=25, seed=3)
+    assert report.ok, report.problems
+    assert report.oracle_mean == 1.0 and report.empty_mean == 0.0 and report.deterministic
+
+
+def test_difficulty_one_fits_the_byte_level_quickstart(domain: ToolsGenDomain) -> None:
+    tasks = list(domain.tasks("train", difficulty=1, n=200))
+    assert max(len(t.prompt[0]["content"].encode()) for t in tasks) <= 160
+    assert max(len(t.reference.encode()) for t in tasks) <= 12  # e.g. "add(a=3,b=4)"
+
+
+def test_every_difficulty_oracle_exact_and_seeded(domain: ToolsGenDomain) -> None:
+    for level in range(1, 6):
+        tasks = list(domain.tasks("test", difficulty=level, n=10, seed=7))
+        assert all(t.difficulty == level and t.split == "test" for t in tasks)
+        for t in tasks:
+            s = domain.score(t, t.reference)
+            assert s.reward == 1.0 and s.passed, (t.id, s)
+        again = list(domain.tasks("test", difficulty=level, n=10, seed=7))
+        assert [t.to_dict() for t in tasks] == [t.to_dict() for t in again]
+    assert list(domain.tasks("test", n=3, seed=1)) != list(domain.tasks("test", n=3, seed=2))
+
+
+def test_partial_credit_is_dense(domain: ToolsGenDomain) -> None:
+    task = next(domain.tasks("train", difficulty=1, n=1))
+    name = task.metadata["expected"][0]["name"]
+    args = {k: v[0] for k, v in task.metadata["expected"][0]["arguments"].items()}
+    one_wrong = dict(args, a=args["a"] + 1)
+    s = domain.score(task, json.dumps({"name": name, "arguments": one_wrong}))
+    assert s.reward == pytest.approx(0.1 + 0.2 + 0.7 * (0.3 + 0.7 * 0.5))
+    assert not s.passed
+    wrong_name = domain.score(task, json.dumps({"name": "nope", "arguments": args}))
+    assert wrong_name.reward == pytest.approx(0.1)
+
+
+def test_parallel_and_ordered_tasks(domain: ToolsGenDomain) -> None:
+    t4 = next(domain.tasks("train", difficulty=4, n=1))
+    calls = json.loads(t4.reference)
+    assert len(calls) >= 2 and not t4.metadata["ordered"]
+    assert domain.score(t4, json.dumps(calls[::-1])).reward == 1.0
+    t5 = next(domain.tasks("train", difficulty=5, n=1))
+    calls = json.loads(t5.reference)
+    assert t5.metadata["ordered"]
+    assert domain.score(t5, json.dumps(calls[::-1])).reward < 1.0
+
+
+def test_bad_arguments_raise(domain: ToolsGenDomain) -> None:
+    with pytest.raises(ValueError):
+        list(domain.tasks("dev", n=1))
+    with pytest.raises(ValueError):
+        list(domain.tasks("train"))

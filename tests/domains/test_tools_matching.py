@@ -1,0 +1,87 @@
+"""Schema validation and call matching (polyrl.domains.tools.matching / rubric)."""
+
+from __future__ import annotations
+
+import pytest
+
+from polyrl.domains.tools.calls import ToolCall
+from polyrl.domains.tools.matching import (
+    call_credit,
+    match_calls,
+    oracle_calls,
+    to_json_schema,
+    validate_call,
+    value_matches,
+)
+from polyrl.domains.tools.rubric import score_calls
+from polyrl.types import Task
+
+SPEC = {"name": "area", "parameters": {"type": "dict", "properties": {
+    "base": {"type": "integer"}, "height": {"type": "float"},
+    "unit": {"type": "string", "enum": ["m", "cm"]}}, "required": ["base", "height"]}}
+
+
+def test_bfcl_types_convert_to_json_schema() -> None:
+    s = to_json_schema(SPEC["parameters"])
+    assert s["type"] == "object" and s["additionalProperties"] is False
+    assert s["properties"]["height"]["type"] == "number"
+    assert "type" not in to_json_schema({"type": "any"}, top=False)
+
+
+def test_wrong_argument_type_fails_schema_validation() -> None:
+    assert validate_call(ToolCall("area", {"base": 10, "height": 5}), [SPEC]) is None
+    assert validate_call(ToolCall("area", {"base": 10, "height": 2.5, "unit": "m"}), [SPEC]) is None
+    assert "is not of type 'integer'" in validate_call(
+        ToolCall("area", {"base": "10", "height": 5}), [SPEC])
+    assert validate_call(ToolCall("area", {"base": 1}), [SPEC]) is not None  # missing required
+    assert validate_call(ToolCall("area", {"base": 1, "height": 1, "x": 0}), [SPEC]) is not None
+    assert validate_call(ToolCall("area", {"base": 1, "height": 1, "unit": "km"}), [SPEC])
+    assert validate_call(ToolCall("volume", {}), [SPEC]) == "unknown function 'volume'"
+
+
+def test_value_matching_rules() -> None:
+    assert value_matches(2.0, 2) and value_matches(2, 2.0)
+    assert not value_matches(True, 1) and not value_matches(1, True)
+    assert value_matches("New York, NY", "new york ny")
+    assert not value_matches("10", 10)
+    assert value_matches([1, "a"], [1, "A"]) and not value_matches([1], [1, 2])
+    assert value_matches({"name": "Jo"}, {"name": ["jo", "joe"]})
+    assert not value_matches({"name": "Jo", "x": 1}, {"name": ["jo"]})
+
+
+def test_call_credit_hand_computed() -> None:
+    exp = {"name": "area", "arguments": {"base": [10], "height": [5], "unit": ["m", ""]}}
+    assert call_credit(ToolCall("area", {"base": 10, "height": 5}), exp) == 1.0
+    # 3 keys (base, height, unit); base wrong -> 0.3 + 0.7 * 2/3
+    assert call_credit(ToolCall("area", {"base": 9, "height": 5, "unit": "m"}), exp) == \
+        pytest.approx(0.3 + 0.7 * 2 / 3)
+    # an unexpected argument counts against: keys {base, height, unit, k} -> 3/4 right
+    assert call_credit(ToolCall("area", {"base": 10, "height": 5, "k": 1}), exp) == \
+        pytest.approx(0.3 + 0.7 * 3 / 4)
+    assert call_credit(ToolCall("other", {"base": 10, "height": 5}), exp) == 0.0
+
+
+def test_parallel_order_insensitive_and_extra_missing_penalised() -> None:
+    exp = [{"name": "f", "arguments": {"x": [1]}}, {"name": "g", "arguments": {"y": [2]}}]
+    f, g = ToolCall("f", {"x": 1}), ToolCall("g", {"y": 2})
+    assert match_calls([g, f], exp, ordered=False) == (1.0, 2)
+    assert match_calls([g, f], exp, ordered=True)[0] == 0.0
+    assert match_calls([f], exp, ordered=False) == (0.5, 1)  # missing call
+    assert match_calls([f, g, f], exp, ordered=False) == (pytest.approx(2 / 3), 2)  # extra
+
+
+def test_oracle_keeps_required_even_if_omittable() -> None:
+    exp = [{"name": "area", "arguments": {"base": [10], "height": ["", 5.0], "unit": ["", "m"]}}]
+    assert oracle_calls(exp, [SPEC]) == [ToolCall("area", {"base": 10, "height": 5.0})]
+
+
+def test_rubric_dense_components() -> None:
+    task = Task("t", "tools/x", "test", 1, [], "", {"tools": [SPEC], "ordered": False,
+                "expected": [{"name": "area", "arguments": {"base": [10], "height": [5]}}]})
+    full = score_calls(task, "area(base=10,height=5)")
+    assert full.reward == 1.0 and full.passed
+    bad_type = score_calls(task, 'area(base="10",height=5)')
+    # parsed 0.1*1 + schema 0.2*0 + match 0.7*(0.3 + 0.7/2)
+    assert bad_type.reward == pytest.approx(0.1 + 0.7 * (0.3 + 0.35)) and not bad_type.passed
+    assert score_calls(task, "").reward == 0.0
+    assert score_calls(task, "sub(a=1)").reward == pytest.approx(0.1)

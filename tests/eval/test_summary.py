@@ -1,0 +1,57 @@
+"""Tests of polyrl.eval.summary: paired comparison, rows on disk, markdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polyrl.eval.evaluate import SampleRow
+from polyrl.eval.summary import compare, improved, read_rows, summary_markdown, write_rows
+from tests.eval.conftest import fabricate_rows
+
+
+def _row(task: str, reward: float | None, error: str | None = None) -> SampleRow:
+    return SampleRow(task, "math/arith-v1", 0, 1, reward, None, {}, error)
+
+
+def test_compare_hand_computed_delta_and_shared_tasks():
+    base = [_row("a", 0.2), _row("b", 0.4), _row("c", 0.0), _row("d", None, "SandboxError")]
+    post = [_row("a", 0.5), _row("b", 0.7), _row("c", 0.3), _row("d", 1.0)]
+    out = compare(base, post)["math/arith-v1"]
+    assert out["n"] == 3  # task d failed to score at baseline: not paired
+    assert out["baseline"] == pytest.approx(0.2)
+    assert out["post"] == pytest.approx(0.5)
+    assert out["delta"] == pytest.approx(0.3)
+    assert out["delta_ci95"] == [pytest.approx(0.3), pytest.approx(0.3)]  # constant gain
+    assert out["errors"] == {"baseline": 1, "post": 0}
+    assert out["baseline_passed"] is None  # no binary verdict in these rows
+
+
+def test_improved_lists_domains_whose_interval_is_above_zero():
+    base, post = fabricate_rows()
+    doms = compare(base, post, seed=0)
+    assert improved(doms) == ["math/arith-v1", "recall/needle-v1"]
+    lo, hi = doms["code/gen-v1"]["delta_ci95"]
+    assert lo < 0 < hi
+    assert doms["math/arith-v1"]["baseline_passed"] is not None
+
+
+def test_rows_roundtrip_and_bad_line(tmp_path: Path):
+    base, _ = fabricate_rows(n=4)
+    write_rows(tmp_path / "r.jsonl", base, transcript=True)
+    back = read_rows(tmp_path / "r.jsonl")
+    assert [(r.task_id, r.domain, r.reward) for r in back] == \
+        [(r.task_id, r.domain, r.reward) for r in base]
+    (tmp_path / "bad.jsonl").write_text('{"task_id": "x"}\n')
+    with pytest.raises(ValueError, match="bad.jsonl: line 1"):
+        read_rows(tmp_path / "bad.jsonl")
+
+
+def test_markdown_table():
+    base, post = fabricate_rows()
+    doms = compare(base, post)
+    md = summary_markdown({"run_id": "r", "domains": doms, "improved_domains": improved(doms),
+                           "wall_s": 312.4, "steps": 60, "stages_s": {"train": 200.0}})
+    assert "**2 of 3** domains" in md and "| math/arith-v1 | 64 |" in md
+    assert "Wall time: 312 s" in md

@@ -1,0 +1,68 @@
+"""Tests of polyrl.models.warmstart: real SFT steps on a real tiny model, and the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from polyrl.config import TinyModelSection
+from polyrl.models.tiny import build_byte_tokenizer, build_tiny_model
+from polyrl.models.warmstart import (
+    IGNORE_INDEX,
+    build_base_model,
+    cache_key,
+    collate,
+    encode_demos,
+    supervised_warm_start,
+)
+
+DEMOS = [([{"role": "user", "content": f"{w}?"}], w[::-1]) for w in
+         ("abc", "xyz", "cat", "dog", "sun", "pen")]
+
+
+def test_collate_masks_prompt_and_padding():
+    tok = build_byte_tokenizer()
+    ex = encode_demos(tok, DEMOS[:2], max_len=64)
+    ids, start = ex[0]
+    assert tok.decode(ids[start:], skip_special_tokens=True) == "cba"
+    assert ids[-1] == tok.eos_token_id
+    batch = collate([ex[0], (ids[:5], 3)], pad_id=0)
+    assert batch["input_ids"].shape == (2, len(ids))
+    assert (batch["labels"][0, :start] == IGNORE_INDEX).all()
+    assert (batch["labels"][0, start:] == batch["input_ids"][0, start:]).all()
+    assert (batch["labels"][1, 5:] == IGNORE_INDEX).all() and batch["attention_mask"][1].sum() == 5
+
+
+def test_warm_start_learns_the_demonstrations():
+    torch.manual_seed(0)
+    tok = build_byte_tokenizer()
+    model = build_tiny_model(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128)
+    steps: list[int] = []
+    stats = supervised_warm_start(model, tok, DEMOS, seconds=120, max_steps=150, lr=3e-3,
+                                  batch_size=6, on_step=lambda s, t, loss: steps.append(s))
+    assert stats.steps == 150 and steps[-1] == 150 and stats.demos == len(DEMOS)
+    assert stats.last_loss < stats.first_loss / 5
+    prompt = tok.apply_chat_template(DEMOS[2][0], add_generation_prompt=True,
+                                     return_tensors="pt", return_dict=True)
+    out = model.generate(**prompt, max_new_tokens=4, do_sample=False)
+    text = tok.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert text == "tac"
+
+
+def test_build_base_model_is_cached(tmp_path: Path):
+    tiny = TinyModelSection(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                            warm_start_s=30, warm_start_steps=3, cache_dir=str(tmp_path))
+    calls: list[int] = []
+
+    def demos():
+        calls.append(1)
+        return DEMOS
+
+    first = build_base_model(tiny, ["x/a-v1"], demos)
+    assert (first / "warmstart.json").is_file() and (first / "config.json").is_file()
+    second = build_base_model(tiny, ["x/a-v1"], demos)
+    assert second == first and len(calls) == 1
+    assert cache_key(tiny, ["x/a-v1"], 0) != cache_key(tiny, ["x/b-v1"], 0)
+    other = tiny.model_copy(update={"cache_dir": "/elsewhere"})
+    assert cache_key(other, ["x/a-v1"], 0) == cache_key(tiny, ["x/a-v1"], 0)

@@ -1,0 +1,117 @@
+"""run_episode: budgets, observation truncation, tool-call parsing, exact token records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from polyrl.domains.base import Env
+from polyrl.errors import ParseError
+from polyrl.rollout import (
+    HFPolicy,
+    SamplingParams,
+    ScriptedPolicy,
+    parse_tool_call,
+    run_episode,
+    truncate_observation,
+)
+from tests.rollout.conftest import make_task
+
+
+class ShellEnv(Env):
+    """Echoes each action; ``submit`` ends the episode with reward 1."""
+
+    def __init__(self, obs_len: int = 0, first: str = "ready") -> None:
+        self.obs_len = obs_len
+        self.first = first
+        self.actions: list[str] = []
+
+    def reset(self, *, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        self.actions = []
+        return self.first, {}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self.actions.append(action)
+        if action.strip() == "submit":
+            return "", 1.0, True, False, {"n": len(self.actions)}
+        return f"ran {action!r}" + "x" * self.obs_len, 0.0, False, False, {"observation_role": "tool"}
+
+
+def test_scripted_episode_record_matches_chat_template(hf_policy: HFPolicy) -> None:
+    tok = hf_policy.tokenizer
+    policy = ScriptedPolicy(["ls", "cat f", "submit"], tokenizer=tok)
+    task = make_task(1)
+    env = ShellEnv()
+    ep = run_episode(policy, env, task, max_turns=5)
+    assert env.actions == ["ls", "cat f", "submit"]
+    assert ep.reward == 1.0 and ep.terminated and not ep.truncated
+    assert [t.role for t in ep.turns] == ["assistant", "tool", "assistant", "tool", "assistant"]
+    assert ep.info["end"] == "terminated" and ep.info["env_info"] == {"n": 3}
+    ids, lps, mask = ep.flat_tokens()
+    assert len(ids) == len(lps) == len(mask)
+    assert sum(mask) == sum(len(t.token_ids) for t in ep.turns if t.trainable)
+    # The token record decodes to the chat-template rendering of the conversation.
+    msgs = [*task.prompt, {"role": "user", "content": "ready"},
+            {"role": "assistant", "content": "ls"}, {"role": "tool", "content": "ran 'ls'"},
+            {"role": "assistant", "content": "cat f"}, {"role": "tool", "content": "ran 'cat f'"}]
+    expect = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + "submit"
+    assert tok.decode(ep.prompt_token_ids + ids) == expect
+
+
+def test_model_episode_logprobs_are_exact(hf_policy: HFPolicy) -> None:
+    ep = run_episode(hf_policy, ShellEnv(), make_task(2), max_turns=3, max_tokens_per_turn=5,
+                     sampling=SamplingParams(seed=3))
+    assert ep.truncated and ep.info["end"] == "turn_budget"
+    assert [t.trainable for t in ep.turns] == [True, False, True, False, True]
+    ids, lps, mask = ep.flat_tokens()
+    full = torch.tensor([ep.prompt_token_ids + ids])
+    with torch.no_grad():
+        logits = hf_policy.model(input_ids=full).logits[0].float()
+    p = len(ep.prompt_token_ids)
+    ref = torch.log_softmax(logits[p - 1 : -1], -1).gather(-1, full[0, p:, None]).squeeze(-1)
+    m = torch.tensor(mask, dtype=torch.bool)
+    assert m.sum() > 0
+    assert torch.allclose(ref[m], torch.tensor(lps)[m], atol=1e-4)
+
+
+def test_token_budget_and_observation_truncation(hf_policy: HFPolicy) -> None:
+    ep = run_episode(ScriptedPolicy(["a", "b", "c"], tokenizer=hf_policy.tokenizer),
+                     ShellEnv(obs_len=500), make_task(0), max_turns=3,
+                     observation_max_chars=60, max_total_tokens=100)
+    env_turns = [t for t in ep.turns if not t.trainable]
+    assert env_turns and all(len(t.content) <= 60 for t in env_turns)
+    assert "chars truncated" in env_turns[0].content
+    assert ep.truncated and ep.info["end"] == "token_budget"
+    assert len(ep.flat_tokens()[0]) <= 100
+
+
+def test_tool_calls_recorded() -> None:
+    script = ['<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>', "submit"]
+    ep = run_episode(ScriptedPolicy(script), ShellEnv(), make_task(0))
+    assert ep.info["tool_calls"] == [{"name": "add", "arguments": {"a": 1}}, None]
+    assert ep.prompt_token_ids == [] and ep.text.endswith("submit")
+
+
+def test_parse_tool_call_forms() -> None:
+    assert parse_tool_call('<tool_call>{"name": "f", "arguments": {"x": 2}}').arguments == {"x": 2}
+    c = parse_tool_call('I will call {"name": "g", "parameters": "{\\"y\\": 1}"} now')
+    assert c is not None and (c.name, c.arguments) == ("g", {"y": 1})
+    assert parse_tool_call("no call {here}") is None
+    with pytest.raises(ParseError):
+        parse_tool_call("<tool_call>{broken</tool_call>")
+
+
+def test_truncate_observation() -> None:
+    assert truncate_observation("short", 10) == "short"
+    t = truncate_observation("h" * 50 + "t" * 50, 40)
+    assert len(t) <= 40 and t.startswith("h") and t.endswith("t")
+
+
+def test_episode_seed_per_sample(hf_policy: HFPolicy) -> None:
+    sp = SamplingParams(seed=11)
+    runs = [run_episode(hf_policy, ShellEnv(), make_task(0), max_turns=2, max_tokens_per_turn=6,
+                        sampling=sp, sample_index=j) for j in (0, 0, 1)]
+    flat = [r.flat_tokens()[0] for r in runs]
+    assert flat[0] == flat[1] and flat[0] != flat[2]

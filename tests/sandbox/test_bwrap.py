@@ -1,0 +1,275 @@
+"""Security tests of the bwrap backend: real namespaces, real attacks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from polyrl.sandbox import Limits, Sandbox
+
+
+def test_network_localhost_and_public_unreachable(sb: Sandbox):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    try:
+        code = f"""
+import socket
+for addr in [("127.0.0.1", {port}), ("1.1.1.1", 53), ("8.8.8.8", 443)]:
+    s = socket.socket(); s.settimeout(2)
+    try:
+        s.connect(addr); print("CONNECTED", addr)
+    except OSError as e:
+        print("blocked", addr, type(e).__name__)
+"""
+        res = sb.run_python(code)
+        assert res.exit_code == 0, res.stderr
+        assert "CONNECTED" not in res.stdout
+        assert res.stdout.count("blocked") == 3
+    finally:
+        srv.close()
+
+
+def test_cannot_read_host_secrets(sb: Sandbox, tmp_path: Path, monkeypatch):
+    secret = uuid.uuid4().hex
+    home_secret = Path.home() / f".polyrl-test-secret-{secret[:8]}"
+    home_secret.write_text(secret)
+    (tmp_path / "secret.txt").write_text(secret)
+    monkeypatch.setenv("POLYRL_TEST_SECRET", secret)
+    try:
+        code = f"""
+import os, glob
+hits = []
+for p in [{str(home_secret)!r}, {str(tmp_path / "secret.txt")!r}, "/etc/shadow",
+          "/root/.bashrc", "/root/.ssh/id_rsa"]:
+    try:
+        open(p).read(); hits.append(p)
+    except OSError:
+        pass
+env_hits = [k for k, v in os.environ.items() if {secret!r} in v]
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        if {secret!r}.encode() in open(f"/proc/{{pid}}/environ", "rb").read():
+            env_hits.append(pid)
+    except OSError:
+        pass
+print("HITS", hits, env_hits, sorted(os.listdir("/root")) if os.path.isdir("/root") else [])
+"""
+        res = sb.run_python(code)
+        assert res.exit_code == 0, res.stderr
+        assert "HITS [] []" in res.stdout
+        assert secret not in res.stdout
+        # nothing of the host home but (at most) the path down to the Python installation
+        listed = res.stdout.split("]", 2)[2]
+        assert ".polyrl-test-secret" not in listed and ".bashrc" not in listed
+    finally:
+        home_secret.unlink()
+
+
+def test_cannot_read_other_execution_workspace(sb: Sandbox):
+    with sb.session() as other:
+        other.write_file("private.txt", "other execution's data")
+        host_path = os.path.join(other.workspace.path, "private.txt")
+        res = sb.run(["cat", host_path])
+        assert res.exit_code != 0
+        assert "other execution" not in res.stdout
+        res = sb.run(["bash", "-c", "ls /tmp /workspace; ls -d /tmp/polyrl* 2>/dev/null"])
+        assert "private.txt" not in res.stdout
+
+
+def test_cannot_write_outside_workspace(sb: Sandbox, tmp_path: Path):
+    import sys
+
+    targets = ["/usr/polyrl_x", "/etc/polyrl_x", "/polyrl_x", str(tmp_path / "x"),
+               os.path.join(sys.prefix, "polyrl_x"), "/proc/sys/kernel/hostname"]
+    code = "\n".join(["import os", "ok = []"] + [
+        f"try:\n    open({t!r}, 'w').write('x'); ok.append({t!r})\nexcept OSError:\n    pass"
+        for t in targets] + ["open('inside.txt', 'w').write('fine')", "print('WROTE', ok)"])
+    res = sb.run_python(code, collect=["inside.txt"])
+    assert "WROTE []" in res.stdout, res.stdout + res.stderr
+    assert res.files == {"inside.txt": b"fine"}
+    for t in targets[:5]:
+        assert not os.path.exists(t)
+
+
+def test_fork_bomb_stopped_by_pid_limit_host_responsive(sb: Sandbox):
+    code = """
+import os, time
+n = 0
+for _ in range(500):
+    try:
+        if os.fork() == 0:
+            time.sleep(5); os._exit(0)
+        n += 1
+    except OSError:
+        break
+print("FORKED", n, flush=True)
+"""
+    lim = Limits(max_pids=16, timeout_s=8)
+    res = sb.run_python(code, limits=lim)
+    forked = int(res.stdout.split()[1])
+    assert forked < 16
+    assert res.wall_s < 3  # children are killed when the main process exits
+    # a classic shell fork bomb: stopped, host stays responsive meanwhile
+    result = {}
+
+    def bomb():
+        result["r"] = sb.run(":(){ :|:& };: ; sleep 5", limits=lim.replace(timeout_s=2))
+
+    t = threading.Thread(target=bomb)
+    t.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    subprocess.run(["true"], check=True)
+    assert time.monotonic() - t0 < 1.0
+    t.join()
+    assert result["r"].wall_s < 4
+
+
+def test_memory_bomb_stopped(sb: Sandbox):
+    code = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))"
+    res = sb.run_python(code, limits=Limits(memory_mib=256))
+    assert res.limit_hit == "memory_mib"
+    assert res.exit_code != 0
+    assert res.peak_memory_mib < 300
+
+
+def test_infinite_loop_stopped_at_wall_limit(sb: Sandbox):
+    res = sb.run_python("while True: pass", limits=Limits(timeout_s=1, cpu_s=30))
+    assert res.limit_hit == "timeout_s"
+    assert 1.0 <= res.wall_s < 2.0
+    assert res.exit_code is None and res.signal is not None
+
+
+def test_cpu_limit_independent_of_wall(sb: Sandbox):
+    res = sb.run_python("while True: pass", limits=Limits(timeout_s=20, cpu_s=1))
+    assert res.limit_hit == "cpu_s"
+    assert 0.8 <= res.cpu_s < 1.5  # the wall clock may be anything on a loaded host
+
+
+def test_gigabyte_of_output_truncated_host_memory_bounded(sb: Sandbox):
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    code = ("import sys\nb = b'x' * (1 << 20)\n"
+            "for _ in range(1024):\n    sys.stdout.buffer.write(b)\n")
+    res = sb.run_python(code, limits=Limits(max_output_kib=256, timeout_s=20))
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert res.stdout_truncated and len(res.stdout) == 256 * 1024
+    assert res.limit_hit == "max_output_kib"
+    assert (after - before) < 64 * 1024  # KiB: the host never buffered the gigabyte
+
+
+def test_background_child_killed_when_execution_ends(sb: Sandbox):
+    marker = f"{time.time() % 1000:.4f}".replace(".", "")
+    with sb.session() as s:
+        res = s.run(f"(sleep 1.{marker}; echo late > late.txt) > /dev/null 2>&1 & echo started")
+        assert res.stdout.strip() == "started"
+        time.sleep(1.6)
+        assert not _host_has_cmdline(f"1.{marker}")
+        assert s.run("ls").stdout.strip() == ""
+
+
+def _host_has_cmdline(marker: str) -> bool:
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return True
+            except OSError:
+                pass
+    return False
+
+
+def test_double_forked_daemon_does_not_survive(sb: Sandbox):
+    marker = "polyrl-daemon-" + uuid.uuid4().hex[:10]
+    code = f"""
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("bash", ["bash", "-c", "exec -a {marker} sleep 30"])
+    os._exit(0)
+os.wait()
+print("daemonized", flush=True)
+"""
+    res = sb.run_python(code, limits=Limits(timeout_s=5))
+    assert "daemonized" in res.stdout, res.stderr
+    assert res.wall_s < 4
+    time.sleep(0.2)
+    assert not _host_has_cmdline(marker)
+
+
+def test_proc_shows_only_sandbox(sb: Sandbox):
+    res = sb.run_python("import os; print(sorted(int(p) for p in os.listdir('/proc') "
+                        "if p.isdigit()))")
+    pids = eval(res.stdout)
+    assert pids == [1]
+
+
+def test_planted_symlink_cannot_read_host_file(sb: Sandbox, tmp_path: Path):
+    secret = tmp_path / "hostfile.txt"
+    secret.write_text("host secret")
+    res = sb.run(["bash", "-c", f"ln -s {secret} out.txt; ln -s /etc/shadow shadow.txt; "
+                  "cat out.txt shadow.txt"], collect=["out.txt", "shadow.txt"])
+    assert "host secret" not in res.stdout
+    assert res.files == {}
+    with sb.session() as s:
+        s.run(f"ln -s {secret} link.txt; mkdir d; ln -s /etc d/etc")
+        import pytest
+
+        from polyrl.errors import SandboxError
+
+        with pytest.raises(SandboxError, match="symlink"):
+            s.read_file("link.txt")
+        with pytest.raises(SandboxError, match="symlink"):
+            s.write_file("d/etc/polyrl_x", "x")
+        assert not os.path.exists("/etc/polyrl_x")
+
+
+def test_closed_stdout_or_silent_sleep_reaped_on_time(sb: Sandbox):
+    lim = Limits(timeout_s=1)
+    for cmd in ("exec 1>&- 2>&-; sleep 30", "sleep 30", "exec 1>&-; while :; do :; done"):
+        res = sb.run(cmd, limits=lim)
+        assert res.limit_hit == "timeout_s", cmd
+        assert res.wall_s < 2.0, cmd
+
+
+def test_sigterm_ignored_killed_within_grace(sb: Sandbox):
+    code = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\nwhile True: time.sleep(0.01)")
+    res = sb.run_python(code, limits=Limits(timeout_s=1, kill_grace_s=0.3))
+    assert res.limit_hit == "timeout_s"
+    assert res.signal == 9
+    assert res.wall_s < 1 + 0.3 + 0.6
+    assert res.stdout == "ready\n"  # output produced before the kill is kept
+
+
+def test_no_new_privs_and_no_capabilities(sb: Sandbox):
+    res = sb.run(["cat", "/proc/self/status"])
+    fields = dict(line.split(":", 1) for line in res.stdout.splitlines() if ":" in line)
+    assert fields["NoNewPrivs"].strip() == "1"
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[cap].strip(), 16) == 0, cap
+
+
+def test_concurrent_executions_bind_same_port(sb: Sandbox):
+    code = ("import socket, time\ns = socket.socket()\n"
+            "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)\n"
+            "s.bind(('127.0.0.1', 8765)); s.listen(1)\nprint('bound', flush=True)\n"
+            "time.sleep(0.7)")
+    out: list = []
+    threads = [threading.Thread(target=lambda: out.append(sb.run_python(code)))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.stdout for r in out] == ["bound\n", "bound\n"], [r.stderr for r in out]
+    assert all(r.wall_s >= 0.7 for r in out)

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from polyrl.errors import SandboxError
+from polyrl.sandbox import ForkServer, Limits
+
+
+def test_forkserver_basics(fs: ForkServer):
+    assert fs.preload_errors == {}
+    r = fs.run_python("import numpy, os, sys; print(numpy.arange(4).sum()); print(input())",
+                      stdin="from-stdin\n")
+    assert r.stdout == "6\nfrom-stdin\n" and r.exit_code == 0 and r.error is None
+    assert fs.run_python("import sys; sys.exit(3)").exit_code == 3
+    r = fs.run_python("raise ValueError('boom')")
+    assert r.exit_code == 1 and "ValueError: boom" in r.stderr and "child_main" not in r.stderr
+    r = fs.run_python("open('o.txt', 'w').write(open('in.txt').read() * 2)",
+                      files={"in.txt": "ab"}, collect=["o.txt"])
+    assert r.files == {"o.txt": b"abab"}
+
+
+def test_forkserver_fresh_workspace_each_run(fs: ForkServer):
+    fs.run_python("open('left.txt', 'w').write('x')")
+    r = fs.run_python("import os; print(os.listdir('.'))")
+    assert r.stdout.strip() == "[]"
+
+
+def test_forkserver_limits(fs: ForkServer):
+    r = fs.run_python("while True: pass", limits=Limits(timeout_s=0.5, cpu_s=30))
+    assert r.limit_hit == "timeout_s" and r.wall_s < 1.5
+    r = fs.run_python("x = []\nwhile True: x.append(bytearray(32 << 20))",
+                      limits=Limits(memory_mib=256))
+    assert r.limit_hit == "memory_mib"
+    r = fs.run_python("print('z' * 300_000)", limits=Limits(max_output_kib=16))
+    assert r.stdout_truncated and len(r.stdout) == 16 * 1024
+    r = fs.run_python("while True: pass", limits=Limits(timeout_s=30, cpu_s=1))
+    assert r.limit_hit == "cpu_s"
+    code = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "while True: time.sleep(0.01)")
+    r = fs.run_python(code, limits=Limits(timeout_s=0.5, kill_grace_s=0.2))
+    assert r.signal == 9 and r.wall_s < 1.5
+
+
+def test_forkserver_daemon_and_background_killed(fs: ForkServer):
+    code = """
+import os, subprocess
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        import time; time.sleep(30)
+    os._exit(0)
+os.wait()
+subprocess.Popen(["sleep", "30"])
+print("ok")
+"""
+    assert fs.run_python(code).stdout == "ok\n"
+    r = fs.run_python("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+    # the server, this execution, and nothing left over from the previous one
+    assert int(r.stdout) <= 1 + fs.workers
+
+
+def test_forkserver_many_threads_and_restart():
+    with ForkServer(limits="strict", workers=2) as fs:
+        out: list[str] = []
+        lock = threading.Lock()
+
+        def work(k: int) -> None:
+            for i in range(15):
+                r = fs.run_python(f"print({k} * 100 + {i})")
+                with lock:
+                    out.append(r.stdout.strip())
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(out, key=int) == [str(k * 100 + i) for k in range(6) for i in range(15)]
+        # kill the server behind its back: the call in flight fails typed, the next works
+        errors: list[BaseException] = []
+
+        def in_flight() -> None:
+            try:
+                fs.run_python("import time; time.sleep(3)")
+            except SandboxError as e:
+                errors.append(e)
+
+        t = threading.Thread(target=in_flight)
+        t.start()
+        time.sleep(0.3)
+        server = fs._server
+        assert server is not None
+        server.proc.kill()
+        t.join(timeout=10)
+        assert len(errors) == 1
+        assert fs.run_python("print(2)").stdout == "2\n"
+        assert fs.restarts == 1
+    with pytest.raises(SandboxError, match="closed"):
+        fs.run_python("print(1)")
+
+
+def test_forkserver_concurrent_execution_cannot_read_other_workspace(fs: ForkServer):
+    holder = ("import time\nopen('secret.txt', 'w').write('TOPSECRET')\n"
+              "print('ready', flush=True)\ntime.sleep(1.5)")
+    snoop = """
+import os, glob
+found = []
+for p in [p for p in os.listdir('/proc') if p.isdigit()]:
+    for part in ('cwd/secret.txt', 'root/tmp'):
+        try:
+            path = f'/proc/{p}/{part}'
+            found.append(open(path).read() if part.endswith('.txt') else os.listdir(path))
+        except OSError:
+            pass
+try:
+    found.append(os.listdir('/tmp/fs'))
+except OSError:
+    pass
+found += [open(f).read() for f in glob.glob('/tmp/fs/*/secret.txt')]
+print('FOUND', found)
+"""
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("a", fs.run_python(holder)))
+    t.start()
+    time.sleep(0.5)
+    res = fs.run_python(snoop)
+    t.join()
+    assert "TOPSECRET" not in res.stdout, res.stdout
+    # nothing but (possibly) its own empty /tmp: no other execution's directory names
+    assert re.search(r"[0-9a-f]{32}", res.stdout) is None, res.stdout
+    assert res.stdout.startswith("FOUND [")
+    assert out["a"].stdout == "ready\n"
+
+
+def test_forkserver_fork_bomb_limited_per_execution(fs: ForkServer):
+    code = """
+import os, time
+n = 0
+for _ in range(200):
+    try:
+        if os.fork() == 0:
+            time.sleep(3); os._exit(0)
+        n += 1
+    except OSError:
+        break
+print(n)
+"""
+    r = fs.run_python(code, limits=Limits(max_pids=8, timeout_s=10))
+    assert 0 < int(r.stdout) < 8
+    assert r.wall_s < 2  # its children are killed when it ends
+    assert fs.run_python("print('still fine')").stdout == "still fine\n"

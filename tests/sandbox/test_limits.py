@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import resource
+
+import pytest
+
+from polyrl.errors import ConfigError
+from polyrl.sandbox import PRESETS, Limits, resolve_limits
+
+
+def test_presets_ordered_and_named():
+    assert set(PRESETS) >= {"strict", "default", "build"}
+    s, d, b = PRESETS["strict"], PRESETS["default"], PRESETS["build"]
+    for name in ("timeout_s", "cpu_s", "memory_mib", "max_pids", "max_file_mib",
+                 "max_output_kib"):
+        assert getattr(s, name) <= getattr(d, name) <= getattr(b, name), name
+    assert not any(p.network for p in PRESETS.values())
+
+
+def test_resolve_and_validation():
+    assert resolve_limits(None) == PRESETS["default"]
+    assert resolve_limits("strict") is PRESETS["strict"]
+    lim = Limits(timeout_s=1.5)
+    assert resolve_limits(lim) is lim
+    with pytest.raises(ConfigError, match="unknown preset 'huge'"):
+        resolve_limits("huge")
+    with pytest.raises(ConfigError, match="memory_mib"):
+        Limits(memory_mib=0)
+    with pytest.raises(ConfigError, match="timeout_s"):
+        Limits().replace(timeout_s=-1)
+
+
+def test_rlimits_units():
+    lim = Limits(cpu_s=2.2, memory_mib=100, max_pids=9, max_file_mib=3)
+    rl = {r: (s, h) for r, s, h in lim.rlimits()}
+    assert rl[resource.RLIMIT_CPU] == (3, 3)
+    assert rl[resource.RLIMIT_AS] == (100 << 20, 100 << 20)
+    assert rl[resource.RLIMIT_NPROC] == (9, 9)
+    assert rl[resource.RLIMIT_FSIZE] == (3 << 20, 3 << 20)
+    assert lim.max_output_bytes == 256 * 1024

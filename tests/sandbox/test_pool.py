@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from polyrl.sandbox import Limits, Sandbox, SandboxPool, available_cpus
+
+SLOW_CORRECT = """
+import sys
+def solve(n):
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
+assert solve(3_000_000) == sum(i * i % 7 for i in range(3_000_000))
+print("PASS")
+"""
+
+
+def test_pool_runs_n_at_once_results_in_order(sb: Sandbox):
+    with SandboxPool(workers=2) as pool:
+        assert pool.workers == 2
+        res = pool.map(lambda i: sb.run(["echo", str(i)]), range(8))
+    assert [r.stdout.strip() for r in res] == [str(i) for i in range(8)]
+    assert SandboxPool().workers == available_cpus()
+
+
+def test_slow_correct_solution_same_verdict_under_oversubscription(sb: Sandbox):
+    """20 runs with twice as many jobs as cores: CPU-time limits make the verdict stable."""
+    lim = Limits(timeout_s=60, cpu_s=10)
+    with SandboxPool(workers=2 * available_cpus()) as pool:
+        futs = [pool.submit(sb.run_python, SLOW_CORRECT, limits=lim) for _ in range(20)]
+        res = [f.result() for f in futs]
+    verdicts = {(r.exit_code, r.limit_hit, r.stdout) for r in res}
+    assert verdicts == {(0, None, "PASS\n")}

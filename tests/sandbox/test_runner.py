@@ -1,0 +1,74 @@
+"""Output pumping, stdin, files and exit statuses, through both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+from polyrl.errors import ConfigError
+from polyrl.sandbox import Limits, Sandbox
+
+
+@pytest.fixture(params=["bwrap", "process"])
+def box(request, sb: Sandbox) -> Sandbox:
+    return sb if request.param == "bwrap" else Sandbox(backend="process")
+
+
+def test_200kb_output_no_deadlock(box: Sandbox):
+    res = box.run_python("import sys; sys.stdout.write('y' * 200_000); "
+                         "sys.stderr.write('e' * 100_000)", limits=Limits(timeout_s=5))
+    assert res.exit_code == 0 and res.limit_hit is None
+    assert len(res.stdout) == 200_000 and len(res.stderr) == 100_000
+    assert not res.stdout_truncated and not res.stderr_truncated
+
+
+def test_stdin_files_collect_cwd_and_exit_codes(box: Sandbox):
+    res = box.run(["bash", "-c", "cat in/data.txt; read x; echo got:$x; pwd; echo o > out.bin; "
+                   "exit 7"], files={"in/data.txt": "DATA\n"}, stdin="line\n",
+                  collect=["out.bin", "missing"])
+    assert res.exit_code == 7 and res.signal is None and res.error is None
+    assert res.stdout.startswith("DATA\ngot:line\n")
+    assert res.files == {"out.bin": b"o\n"}
+    assert res.wall_s > 0 and res.cpu_s >= 0 and res.peak_memory_mib > 0
+    res = box.run("pwd", files={"sub/a": "x"}, cwd="sub")
+    assert res.stdout.strip().endswith("/sub")
+
+
+def test_killed_by_signal_reported(box: Sandbox):
+    res = box.run_python("import ctypes; ctypes.string_at(0)")  # a real segfault
+    assert res.exit_code is None and res.signal == 11 and res.limit_hit is None
+
+
+def test_bad_input_is_config_error(box: Sandbox):
+    with pytest.raises(ConfigError, match="relative path"):
+        box.run(["true"], files={"/etc/x": "no"})
+    with pytest.raises(ConfigError, match="relative path"):
+        box.run(["true"], files={"../x": "no"})
+    with pytest.raises(ConfigError, match="unknown backend"):
+        Sandbox(backend="docker")
+
+
+def test_file_size_limit(box: Sandbox):
+    res = box.run_python("open('big', 'wb').write(b'x' * (3 << 20))",
+                         limits=Limits(max_file_mib=1))
+    assert res.limit_hit == "max_file_mib"
+
+
+def test_transcript_records_every_run(tmp_path):
+    from polyrl.sandbox.transcript import read_transcript
+
+    path = tmp_path / "t.jsonl"
+    box = Sandbox(transcript_path=path, limits="strict")
+    box.run(["echo", "one"])
+    with box.session() as s:
+        s.run("echo two")
+    recs = read_transcript(path)
+    assert [r["result"]["stdout"] for r in recs] == ["one\n", "two\n"]
+    assert recs[0]["backend"] == "bwrap" and recs[0]["limits"]["timeout_s"] == 5.0
+    assert recs[1]["kind"] == "session"
+
+
+def test_raise_errors_false_returns_typed_error(monkeypatch):
+    monkeypatch.setenv("POLYRL_BWRAP", "/nonexistent/bwrap")
+    res = Sandbox().run(["true"], raise_errors=False)
+    assert res.error == "SandboxUnavailableError" and "POLYRL_BWRAP" in res.error_message
+    assert not res.ok and res.exit_code is None

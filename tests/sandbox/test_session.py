@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from polyrl.errors import SandboxError
+from polyrl.sandbox import Limits, Sandbox
+
+
+def test_session_cwd_files_snapshot_restore(sb: Sandbox):
+    with sb.session(limits=Limits(timeout_s=5)) as s:
+        r = s.run("mkdir -p sub/deeper && cd sub && echo hello > f.txt && pwd")
+        assert r.stdout.strip() == "/workspace/sub" and r.exit_code == 0
+        assert s.cwd == "/workspace/sub"
+        r = s.run("ls -l")
+        assert "f.txt" in r.stdout and "deeper" in r.stdout
+        assert r.argv == ["bash", "-c", "ls -l"]
+        s.write_file("a.txt", "hi")
+        assert s.read_file("a.txt") == b"hi"
+        assert s.read_file("sub/f.txt") == b"hello\n"
+        snap = s.snapshot()
+        s.run("cd .. && rm -rf sub a.txt && echo new > b.txt && cd /workspace")
+        assert s.cwd == "/workspace"
+        assert s.run("ls").stdout.split() == ["b.txt"]
+        s.restore(snap)
+        assert s.cwd == "/workspace/sub"
+        assert s.run("ls /workspace").stdout.split() == ["a.txt", "sub"]
+        # argv steps run in the session cwd too
+        assert s.run(["cat", "f.txt"]).stdout == "hello\n"
+        # a step that fails or times out keeps the session usable
+        r = s.run("sleep 10", limits=Limits(timeout_s=0.5))
+        assert r.limit_hit == "timeout_s"
+        assert s.run("cat f.txt").stdout == "hello\n"
+    with pytest.raises(SandboxError, match="closed"):
+        s.run("true")
+
+
+def test_snapshot_of_other_session_rejected(sb: Sandbox):
+    with sb.session() as a, sb.session() as b:
+        snap = a.snapshot()
+        with pytest.raises(SandboxError, match="does not belong"):
+            b.restore(snap)
+
+
+def test_process_backend_session_keeps_cwd():
+    with Sandbox(backend="process", limits="strict").session() as s:
+        assert s.run("mkdir -p a/b && cd a/b && pwd").stdout.strip().endswith("/a/b")
+        assert s.cwd == "/workspace/a/b"
+        assert s.run("touch here; ls").stdout.strip() == "here"
+        assert s.read_file("a/b/here") == b""
+
+
+def test_from_config():
+    from polyrl.config import SandboxSection
+
+    sb = Sandbox.from_config(SandboxSection(backend="process", preset="strict"))
+    assert sb.backend == "process" and sb.limits.timeout_s == 5.0

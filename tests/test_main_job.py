@@ -1,0 +1,103 @@
+"""End-to-end tests of the main job: a shortened quickstart, and Ctrl-C then `polyrl resume`.
+
+The full quickstart (`polyrl run`, no arguments) is what shows the improvement; these
+tests check the run directory, the summary's schema and resumability on a budget.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+SHORT = [
+    "--set", "model.tiny.warm_start_steps=15", "--set", "model.tiny.warm_start_demos=100",
+    "--set", "train.prompts_per_step=4", "--set", "rollout.group_size=4",
+    "--set", "eval.n_per_domain=8", "--set", "train.checkpoint_every=1",
+]
+
+
+def polyrl(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "polyrl", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("models"))
+
+
+@pytest.mark.slow
+def test_shortened_quickstart_writes_a_complete_run(tmp_path: Path, cache: str):
+    run = tmp_path / "run"
+    p = polyrl("run", "--run-dir", str(run), "--set", "train.steps=3",
+               "--set", f"model.tiny.cache_dir={cache}", *SHORT)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    assert out.strip().splitlines()[-1] == str(run)
+    for name in ("config.yaml", "state.sqlite", "metrics.jsonl", "run_state.json",
+                 "summary.json", "summary.md", "report.html", "checkpoints/latest",
+                 "eval/baseline.jsonl", "eval/post.jsonl", "transcripts/baseline.jsonl",
+                 "transcripts/post.jsonl", "final/config.json"):
+        assert (run / name).exists(), name
+    for png in ("baseline_vs_post", "reward", "curriculum", "throughput"):
+        assert (run / "plots" / f"{png}.png").stat().st_size > 5000, png
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3]
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    summary = json.loads((run / "summary.json").read_text())
+    assert set(summary["domains"]) == {d["id"] for d in cfg["domains"]}
+    assert len(summary["domains"]) >= 5
+    for dom, v in summary["domains"].items():
+        assert v["n"] == 8, dom
+        assert 0 <= v["baseline"] <= 1 and 0 <= v["post"] <= 1
+        assert v["delta"] == pytest.approx(v["post"] - v["baseline"], abs=1e-5)
+        lo, hi = v["delta_ci95"]
+        assert lo <= v["delta"] + 1e-9 and v["delta"] <= hi + 1e-9
+    assert summary["improved_domains"] == [
+        d for d, v in summary["domains"].items() if v["delta_ci95"][0] > 0]
+    assert 0 < summary["wall_s"] < 600
+    assert summary["steps"] == 3
+    html = (run / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_a_resumable_run(tmp_path: Path, cache: str):
+    run = tmp_path / "run"
+    p = polyrl("run", "--run-dir", str(run), "--set", "train.steps=500",
+               "--set", f"model.tiny.cache_dir={cache}", *SHORT)
+    metrics = run / "metrics.jsonl"
+    deadline = time.monotonic() + 500
+    while time.monotonic() < deadline and p.poll() is None:
+        if metrics.is_file() and len(metrics.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.5)
+    assert p.poll() is None, p.communicate()[1][-3000:]
+    os.kill(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 130, err[-3000:]
+    assert "polyrl resume" in err
+    state = json.loads((run / "run_state.json").read_text())
+    assert state["status"] == "interrupted" and "train" not in state["done"]
+    done_steps = len(metrics.read_text().splitlines())
+    assert (run / "checkpoints" / "latest").read_text().strip() == f"step-{done_steps}"
+    # shorten the rest of the run, then resume it
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["train"]["steps"] = done_steps + 2
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    r = polyrl("resume", str(run))
+    _, err = r.communicate(timeout=600)
+    assert r.returncode == 0, err[-3000:]
+    steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
+    assert steps == list(range(1, done_steps + 3))  # continued, nothing repeated or lost
+    state = json.loads((run / "run_state.json").read_text())
+    assert state["status"] == "done" and state["sessions"] == 2
+    assert json.loads((run / "summary.json").read_text())["steps"] == done_steps + 2

@@ -1,0 +1,60 @@
+"""Group advantages, zero-variance detection and the DAPO overlong penalty."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from polyrl.train.advantages import (
+    group_advantages,
+    overlong_penalty,
+    signal_stats,
+    zero_variance,
+)
+from polyrl.train.groups import build_groups
+from polyrl.types import Completion, Score, Task
+
+
+def test_group_advantages_by_hand():
+    r = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.5, 0.5, 0.5, 0.5]])
+    adv = group_advantages(r, "group")
+    std = torch.tensor([1.0, 0.0, 0.0, 1.0]).std()  # unbiased, as TRL
+    assert torch.allclose(adv[0], (r[0] - 0.5) / (std + 1e-4))
+    assert torch.equal(adv[1], torch.zeros(4))  # no signal in an all-equal group
+    assert torch.allclose(group_advantages(r, "none")[0], r[0] - 0.5)  # Dr. GRPO
+    assert torch.allclose(adv.sum(dim=1), torch.zeros(2), atol=1e-6)
+    with pytest.raises(ValueError):
+        group_advantages(r[0], "group")
+    with pytest.raises(ValueError):
+        group_advantages(r, "max")
+
+
+def test_zero_variance_and_signal():
+    r = torch.tensor([[1.0, 1.0], [0.0, 1.0], [0.3, 0.3]])
+    assert zero_variance(r).tolist() == [True, False, True]
+    s = signal_stats(r, group_advantages(r))
+    assert s["p1p"] == pytest.approx((0 + 0.25 + 0.21) / 3)
+    assert s["zero_variance"] == pytest.approx(2 / 3)
+
+
+def test_overlong_penalty_dapo_shape():
+    lengths = torch.tensor([10, 12, 14, 16, 20])
+    p = overlong_penalty(lengths, max_tokens=16, buffer_tokens=4)
+    assert p.tolist() == pytest.approx([0.0, 0.0, -0.5, -1.0, -1.0])
+    assert overlong_penalty(lengths, 16, 0).abs().sum() == 0
+
+
+def test_build_groups_leaves_out_failed_scores():
+    task = Task(id="t", domain="d/x-v1", split="train", difficulty=1, prompt=[], reference="")
+    comps = [Completion(task_id="t", text="", sample_index=j, prompt_token_ids=[5, 6],
+                        token_ids=[7] * (j + 1), logprobs=[-1.0] * (j + 1)) for j in range(4)]
+    scores = [Score(1.0), Score(0.0, error="SandboxError"), Score(0.0), Score(1.0)]
+    groups, stats = build_groups([(task, 0)], comps, scores, group_size=4, version=3)
+    assert stats.score_errors == 1 and len(groups) == 1
+    g = groups[0]
+    assert g.completions == [[7], [7, 7, 7], [7, 7, 7, 7]]  # the errored sample is gone
+    assert g.rewards == [1.0, 0.0, 1.0] and g.policy_version == 3
+    assert sum(g.advantages) == pytest.approx(0.0, abs=1e-6)
+    bad = [Score(0.0, error="GraderError")] * 3 + [Score(1.0)]
+    groups, stats = build_groups([(task, 0)], comps, bad, group_size=4, version=0)
+    assert groups == [] and stats.dropped_groups == 1

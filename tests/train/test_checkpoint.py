@@ -1,0 +1,62 @@
+"""Checkpoints: atomic layout, pointer written last, RNG and state round trip."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from polyrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from polyrl.train.checkpoint import set_rng_state as restore_rng
+
+from .conftest import tiny_model
+
+
+def test_save_load_round_trip_and_rng(tmp_path):
+    model = tiny_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(input_ids=torch.tensor([[5, 6, 7]])).logits.sum().backward()
+    opt.step()
+    path = save_checkpoint(tmp_path, 4, model, opt, {"note": "x"})
+    assert path.name == "step-4" and latest_checkpoint(tmp_path) == path
+    expect_torch, expect_py = torch.rand(3), random.random()
+    ck = load_checkpoint(tmp_path)
+    restore_rng(ck["state"]["rng"])
+    assert torch.equal(torch.rand(3), expect_torch) and random.random() == expect_py
+    fresh = tiny_model(seed=9)
+    fresh.load_state_dict(ck["model"])
+    assert all(torch.equal(a, b) for a, b in zip(fresh.parameters(), model.parameters(),
+                                                   strict=True))
+    assert ck["state"]["step"] == 4 and ck["state"]["note"] == "x"
+    assert ck["optimizer"]["state"]
+
+
+def test_crash_mid_write_keeps_the_previous_checkpoint(tmp_path):
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    save_checkpoint(tmp_path, 1, model, opt, {})
+    (tmp_path / ".tmp-step-2-999").mkdir()  # a writer died before its rename
+    (tmp_path / ".tmp-step-2-999" / "model.pt").write_bytes(b"partial")
+    assert latest_checkpoint(tmp_path).name == "step-1"
+    assert load_checkpoint(tmp_path)["state"]["step"] == 1
+    save_checkpoint(tmp_path, 2, model, opt, {})
+    assert latest_checkpoint(tmp_path).name == "step-2"
+    assert not list(tmp_path.glob(".latest.tmp*"))
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    assert latest_checkpoint(tmp_path) is None
+    with pytest.raises(FileNotFoundError, match="not a checkpoint"):
+        load_checkpoint(tmp_path)
+    (tmp_path / "latest").write_text("step-9\n")
+    with pytest.raises(FileNotFoundError, match="step-9"):
+        latest_checkpoint(tmp_path)
+
+
+def test_only_the_last_checkpoints_are_kept(tmp_path):
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in (2, 4, 6, 8):
+        save_checkpoint(tmp_path, step, model, opt, {}, keep_last=2)
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-6", "step-8"]

@@ -1,0 +1,92 @@
+"""Curriculum: floors, static mixing, learning progress, exploration, state round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from polyrl.config import CurriculumSection, DomainEntry
+from polyrl.train.curriculum import Curriculum
+
+from .conftest import EchoDomain
+
+
+def make(kind="learning_progress", **cfg) -> Curriculum:
+    doms = [EchoDomain("a/x-v1"), EchoDomain("b/y-v1"), EchoDomain("c/z-v1")]
+    entries = [DomainEntry(id="a/x-v1", difficulty=[1, 2], weight=3.0),
+               DomainEntry(id="b/y-v1", weight=1.0), DomainEntry(id="c/z-v1", weight=0.0)]
+    return Curriculum(doms, entries, CurriculumSection(kind=kind, **cfg), seed=0)
+
+
+def test_static_mixing_follows_config_weights():
+    cur = make("static")
+    w = cur.domain_weights(step=5)
+    assert w == pytest.approx({"a/x-v1": 0.75, "b/y-v1": 0.25, "c/z-v1": 0.0})
+    picks = cur.sample(400, step=0)
+    share = np.mean([t.domain == "a/x-v1" for t, _ in picks])
+    assert 0.68 < share < 0.82
+
+
+def test_learning_progress_moves_weight_and_floor_keeps_every_domain():
+    cur = make(floor=0.05, explore_steps=0, temperature=0.05, exploration_bonus=0.0)
+    for step in range(6):  # arm 0 (a, d1) improves; the others are solved or hopeless
+        cur.update(0, mean_reward=0.1 + 0.15 * step, signal=0.2, n_groups=4)
+        cur.update(1, mean_reward=1.0, signal=0.0, n_groups=4)
+        cur.update(2, mean_reward=1.0, signal=0.0, n_groups=4)
+        cur.update(3, mean_reward=0.0, signal=0.0, n_groups=4)
+    w = cur.weights(step=10)
+    assert w.argmax() == 0 and w[0] > 0.8
+    for dom, p in cur.domain_weights(10).items():
+        assert p >= 0.05 - 1e-9, dom  # no domain starves
+    metrics = cur.weight_metrics(10)
+    assert "curriculum/a/x-v1/d2" in metrics and "curriculum/b/y-v1" in metrics
+
+
+def test_exploration_phase_is_flatter_and_unseen_arms_get_bonus():
+    cur = make(explore_steps=10, explore_temperature=5.0, temperature=0.1, floor=0.0)
+    for arm in range(3):
+        cur.update(arm, mean_reward=1.0, signal=0.0, n_groups=50)
+    early, late = cur.weights(0), cur.weights(20)
+    assert early.max() - early.min() < late.max() - late.min()
+    assert late.argmax() == 3  # the never-sampled arm
+
+
+def test_state_round_trip_gives_the_same_draws():
+    a = make()
+    a.update(1, 0.4, 0.24, 4)
+    a.sample(5, 0)
+    b = make()
+    b.load_state_dict(a.state_dict())
+    ta = [(t.id, arm) for t, arm in a.sample(6, 1)]
+    tb = [(t.id, arm) for t, arm in b.sample(6, 1)]
+    assert ta == tb
+    other = Curriculum([EchoDomain("a/x-v1")], None, CurriculumSection(), seed=0)
+    with pytest.raises(ValueError, match="arms"):
+        other.load_state_dict(a.state_dict())
+
+
+def test_config_domain_missing_is_a_clear_error():
+    with pytest.raises(ValueError, match="q/w-v1"):
+        Curriculum([EchoDomain("a/x-v1")], [DomainEntry(id="q/w-v1")], CurriculumSection())
+
+
+class FixedDomain(EchoDomain):
+    """A finite train split of 5 tasks that ignores ``seed`` (like a fixed data set)."""
+
+    def tasks(self, split, *, difficulty=None, n=None, seed=0):
+        items = list(super().tasks(split, difficulty=difficulty, n=5, seed=0))
+        return iter(items[:n] if n is not None else items)
+
+    def split_sizes(self):
+        return {"train": 5, "test": 5}
+
+
+def test_finite_splits_are_walked_without_replacement():
+    cur = Curriculum([FixedDomain("f/x-v1")], None, CurriculumSection(), seed=1)
+    first = [t.id for t, _ in cur.sample(5, 0)]
+    assert sorted(first) == sorted(f"train-0-{i}" for i in range(5))  # each once per epoch
+    second = [t.id for t, _ in cur.sample(5, 1)]
+    assert sorted(second) == sorted(first)
+    b = Curriculum([FixedDomain("f/x-v1")], None, CurriculumSection(), seed=1)
+    b.load_state_dict(cur.state_dict())
+    assert [t.id for t, _ in b.sample(3, 2)] == [t.id for t, _ in cur.sample(3, 2)]

@@ -1,0 +1,22 @@
+"""Metrics writer: one JSON line per step, TensorBoard events, truncation on resume."""
+
+from __future__ import annotations
+
+import json
+
+from polyrl.train.metrics import MetricsWriter
+
+
+def test_jsonl_and_tensorboard(tmp_path):
+    w = MetricsWriter(tmp_path)
+    for step in (1, 2, 3):
+        w.write({"step": step, "loss/policy": 0.5 * step, "reward/a/b-v1": float("nan")})
+    w.close()
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert rows[1]["loss/policy"] == 1.0 and rows[0]["reward/a/b-v1"] is None
+    events = list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0
+    w2 = MetricsWriter(tmp_path, tensorboard=False)
+    w2.truncate_after(2)  # steps after the last checkpoint are dropped on resume
+    assert [json.loads(x)["step"] for x in w2.path.read_text().splitlines()] == [1, 2]

@@ -1,0 +1,59 @@
+"""Replay buffer: signal only, no duplicates, staleness cap, priorities, state round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from polyrl.train.groups import Group
+from polyrl.train.replay import ReplayBuffer
+from polyrl.types import Task
+
+
+def group(i: int, rewards, version: int = 0) -> Group:
+    task = Task(id=f"t{i}", domain="d/x-v1", split="train", difficulty=1, prompt=[],
+                reference="")
+    mean = float(np.mean(rewards))
+    return Group(task=task, arm=0, prompt_ids=[1, i], completions=[[i, j] for j in
+                 range(len(rewards))], behaviour_logprobs=[[-1.0, -1.0]] * len(rewards),
+                 rewards=list(rewards), advantages=[r - mean for r in rewards],
+                 policy_version=version)
+
+
+def test_only_new_groups_with_signal_enter():
+    buf = ReplayBuffer(capacity=10, max_staleness=2)
+    assert buf.add(group(0, [0.0, 1.0]))
+    assert not buf.add(group(0, [0.0, 1.0]))  # duplicate
+    assert not buf.add(group(1, [1.0, 1.0]))  # zero advantage
+    replayed = buf.sample(1, 0, np.random.default_rng(0))[0]
+    assert replayed.replayed and not buf.add(replayed)
+    assert len(buf) == 1
+
+
+def test_staleness_cap_and_capacity_eviction():
+    buf = ReplayBuffer(capacity=2, max_staleness=2)
+    buf.add(group(0, [0.0, 1.0], version=0))
+    buf.add(group(1, [0.0, 0.0, 0.0, 1.0], version=1))  # p=0.25: lower priority
+    assert buf.add(group(2, [1.0, 0.0], version=2))  # full: evicts the lowest priority
+    assert sorted(g.task.id for g in buf.groups) == ["t0", "t2"]
+    assert not buf.add(group(3, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0], version=2))
+    assert [g.task.id for g in buf.sample(5, version=3, rng=np.random.default_rng(0))] != []
+    assert [g.task.id for g in buf.groups] == ["t2"]  # t0 is 3 versions old: evicted
+
+
+def test_sampling_is_prioritised_by_p_one_minus_p():
+    buf = ReplayBuffer(capacity=10, max_staleness=100)
+    buf.add(group(0, [0.0, 1.0]))  # p(1-p) = 0.25
+    buf.add(group(1, [0.0] * 9 + [1.0]))  # p(1-p) = 0.09
+    rng = np.random.default_rng(0)
+    hits = sum(buf.sample(1, 0, rng)[0].task.id == "t0" for _ in range(500))
+    assert 0.66 < hits / 500 < 0.80  # 0.25 / 0.34 = 0.735
+
+
+def test_state_round_trip():
+    buf = ReplayBuffer(capacity=4, max_staleness=3)
+    buf.add(group(0, [0.0, 1.0]))
+    buf.add(group(5, [0.2, 0.9, 0.1], version=1))
+    other = ReplayBuffer(capacity=4, max_staleness=3)
+    other.load_state_dict(buf.state_dict())
+    assert other.state_dict() == buf.state_dict()
+    assert not other.add(group(0, [0.0, 1.0]))  # keys restored too

@@ -1,0 +1,210 @@
+"""The trainer loop end to end on a tiny real model: steps, metrics, LoRA, KL, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from polyrl.config import RunConfig
+from polyrl.train import Trainer
+
+from .conftest import EchoDomain, tiny_policy
+
+REQUIRED = ["reward/test/echo-v1", "loss/policy", "loss/kl", "clip/fraction", "entropy",
+            "curriculum/test/echo-v1", "tokens_per_s", "sandbox_s", "zero_variance_groups"]
+
+
+def small_cfg(**train) -> RunConfig:
+    return RunConfig.model_validate({
+        "run": {"seed": 7},
+        "rollout": {"group_size": 4, "max_new_tokens": 5, "temperature": 1.0},
+        "domains": [{"id": "test/echo-v1", "difficulty": [1, 2]},
+                    {"id": "test/echo2-v1", "difficulty": [1]}],
+        "train": {"prompts_per_step": 4, "lr": 1e-3, "checkpoint_every": 3,
+                  "micro_batch_size": 8, **train},
+        "replay": {"mix_fraction": 1.0},
+    })
+
+
+def domains(fail_every: int = 0):
+    return [EchoDomain("test/echo-v1", fail_every=fail_every), EchoDomain("test/echo2-v1")]
+
+
+def test_steps_update_parameters_and_write_metrics(tmp_path):
+    policy = tiny_policy()
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+    trainer = Trainer(small_cfg(), policy, domains(), tmp_path)
+    history = trainer.fit(steps=2)
+    assert len(history) == 2 and trainer.step == 2
+    moved = max((p - before[n]).abs().max().item() for n, p in policy.model.named_parameters())
+    assert moved > 0  # the policy's live model was updated
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 2]
+    for key in REQUIRED:
+        assert key in lines[-1], key
+    assert sum(v for k, v in lines[-1].items() if k.count("/") == 2 and
+               k.startswith("curriculum/")) == pytest.approx(1.0)  # domain weights sum to 1
+    assert (tmp_path / "checkpoints" / "latest").read_text().strip() == "step-2"
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+
+
+def test_grader_errors_are_never_trained_on_and_scheduler_scores(tmp_path):
+    from polyrl.scheduler import MemoryStore, Scheduler
+
+    sched = Scheduler(MemoryStore(), workers=2)
+    try:
+        trainer = Trainer(small_cfg(), tiny_policy(), domains(fail_every=3), tmp_path,
+                          scheduler=sched)
+        rec = trainer.fit(steps=1)[0]
+    finally:
+        sched.close()
+    assert rec["score_errors"] > 0
+
+
+def test_lora_with_kl_to_the_disabled_adapter_base(tmp_path):
+    policy = tiny_policy()
+    base = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+    trainer = Trainer(small_cfg(lora=True, lora_rank=4, kl_coef=0.1), policy, domains(), tmp_path)
+    start = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    recs = trainer.fit(steps=2)
+    assert any(not torch.equal(p, start[n]) for n, p in trainer.model.named_parameters()
+               if p.requires_grad)  # the adapters learn
+    assert recs[-1]["loss/kl"] >= 0
+    named = dict(trainer.model.named_parameters())
+    lora = [n for n, p in named.items() if p.requires_grad]
+    assert lora and all("lora_" in n for n in lora)
+    for n, p in named.items():  # frozen base weights never move
+        key = n.replace("base_model.model.", "").replace(".base_layer", "")
+        if not p.requires_grad and key in base:
+            assert torch.equal(p, base[key]), n
+
+
+def test_full_finetune_with_frozen_reference_copy(tmp_path):
+    policy = tiny_policy()
+    trainer = Trainer(small_cfg(kl_coef=0.2), policy, domains(), tmp_path)
+    ref_before = {n: p.clone() for n, p in trainer.ref_model.named_parameters()}
+    recs = trainer.fit(steps=2)
+    assert all(torch.equal(p, ref_before[n]) for n, p in trainer.ref_model.named_parameters())
+    assert recs[-1]["loss/kl"] > 0  # the policy moved away from the reference
+
+
+def _snapshot(trainer: Trainer) -> dict:
+    opt = trainer.optimizer.state_dict()
+    return {
+        "params": {n: p.detach().clone() for n, p in trainer.model.named_parameters()},
+        "opt": {k: {kk: vv.clone() if torch.is_tensor(vv) else vv for kk, vv in v.items()}
+                for k, v in opt["state"].items()},
+        "curriculum": json.dumps(trainer.curriculum.state_dict(), sort_keys=True, default=str),
+        "replay": json.dumps(trainer.replay.state_dict(), sort_keys=True),
+        "torch_rng": torch.get_rng_state().clone(),
+        "trainer_rng": json.dumps(trainer.rng.bit_generator.state, default=str),
+    }
+
+
+def test_resume_is_bit_exact(tmp_path):
+    cfg = small_cfg()
+    straight = Trainer(cfg, tiny_policy(), domains(), tmp_path / "a")
+    straight.fit(steps=6)
+    a = _snapshot(straight)
+
+    first = Trainer(cfg, tiny_policy(), domains(), tmp_path / "b")
+    first.fit(steps=3)
+    del first  # "kill": nothing of the first trainer survives but its run directory
+    torch.manual_seed(12345)  # a fresh process would have other RNG state
+    resumed = Trainer.resume(cfg, tiny_policy(), domains(), tmp_path / "b")
+    assert resumed.step == 3
+    resumed.fit(steps=6)
+    b = _snapshot(resumed)
+
+    for n in a["params"]:
+        assert torch.equal(a["params"][n], b["params"][n]), n
+    for k in a["opt"]:
+        for kk, v in a["opt"][k].items():
+            assert torch.equal(v, b["opt"][k][kk]) if torch.is_tensor(v) else v == b["opt"][k][kk]
+    for key in ("curriculum", "replay", "trainer_rng"):
+        assert a[key] == b[key], key
+    assert torch.equal(a["torch_rng"], b["torch_rng"])
+    ma = [json.loads(x) for x in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    mb = [json.loads(x) for x in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    timing = ("time/", "tokens_per_s", "sandbox_s")
+    strip = [{k: v for k, v in r.items() if not k.startswith(timing)} for r in ma]
+    assert strip == [{k: v for k, v in r.items() if not k.startswith(timing)} for r in mb]
+
+
+def test_replay_fills_zero_signal_slots(tmp_path):
+    from polyrl.train.groups import Group
+    from polyrl.types import Task
+
+    trainer = Trainer(small_cfg(), tiny_policy(), domains(), tmp_path)
+
+    def g(i, rewards, version):
+        t = Task(id=f"t{i}", domain="test/echo-v1", split="train", difficulty=1, prompt=[],
+                 reference="")
+        m = sum(rewards) / len(rewards)
+        return Group(task=t, arm=0, prompt_ids=[1], completions=[[i, j] for j in range(2)],
+                     behaviour_logprobs=[[-1.0, -1.0]] * 2, rewards=rewards,
+                     advantages=[r - m for r in rewards], policy_version=version)
+
+    batch, n_zero, n_mixed = trainer.mix_replay([g(0, [0.0, 1.0], 0), g(1, [1.0, 1.0], 0)])
+    assert (n_zero, n_mixed) == (1, 0) and [x.task.id for x in batch] == ["t0"]  # dropped
+    trainer.step = 1
+    batch, n_zero, n_mixed = trainer.mix_replay([g(2, [0.0, 0.0], 1), g(3, [0.5, 0.5], 1)])
+    assert (n_zero, n_mixed) == (2, 1)
+    assert [x.task.id for x in batch] == ["t0"] and batch[0].replayed
+
+
+def test_multi_turn_episodes_train_only_on_model_tokens(tmp_path):
+    from .conftest import GuessDomain
+
+    cfg = RunConfig.model_validate({
+        "run": {"seed": 3}, "rollout": {"group_size": 3, "max_new_tokens": 3, "max_turns": 2},
+        "domains": [{"id": "test/guess-v1"}],
+        "train": {"prompts_per_step": 2, "dynamic_sampling": False}})
+    trainer = Trainer(cfg, tiny_policy(), [GuessDomain("test/guess-v1")], tmp_path)
+    picks = trainer.curriculum.sample(2, 0)
+    episodes = trainer.generate([t for t, _ in picks])
+    assert len(episodes) == 6 and all(len(e.turns) >= 1 for e in episodes)
+    rec = trainer.train_step()
+    assert rec["groups/trained"] == 2 and rec["score_errors"] == 0
+    from polyrl.train.groups import build_groups
+    from polyrl.types import Score
+
+    groups, _ = build_groups(picks, episodes, [Score(e.reward) for e in episodes], group_size=3,
+                             version=0)
+    for g in groups:
+        for i, ep in enumerate(episodes[:3] if g is groups[0] else episodes[3:]):
+            ids, _, mask = ep.flat_tokens()
+            assert g.completions[i][-len(ids):] == ids and g.mask(i)[-len(mask):] == mask
+    assert any(0 in g.mask(i) for g in groups for i in range(3))  # env turns are masked out
+
+
+@pytest.mark.slow
+def test_reward_improves_over_twenty_steps(tmp_path):
+    cfg = small_cfg(lr=3e-3, prompts_per_step=8, checkpoint_every=100)
+    recs = Trainer(cfg, tiny_policy(), domains(), tmp_path).fit(steps=20)
+    first = sum(r["reward/mean"] for r in recs[:5]) / 5
+    last = sum(r["reward/mean"] for r in recs[-5:]) / 5
+    assert last > first + 0.05, (first, last)
+
+
+def test_gradient_checkpointing_step(tmp_path):
+    policy = tiny_policy()
+    before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
+    trainer = Trainer(small_cfg(gradient_checkpointing=True), policy, domains(), tmp_path)
+    assert not trainer.opts.shared_prefix  # HF turns the KV cache off under checkpointing
+    trainer.fit(steps=1)
+    assert policy.model.is_gradient_checkpointing
+    assert any(not torch.equal(p, before[n]) for n, p in policy.model.named_parameters())
+
+
+def test_lora_resume_restores_the_adapters(tmp_path):
+    cfg = small_cfg(lora=True, lora_rank=4, checkpoint_every=1)
+    first = Trainer(cfg, tiny_policy(), domains(), tmp_path)
+    first.fit(steps=2)
+    saved = {n: p.detach().clone() for n, p in first.model.named_parameters() if p.requires_grad}
+    resumed = Trainer.resume(cfg, tiny_policy(), domains(), tmp_path)
+    assert resumed.step == 2
+    now = {n: p for n, p in resumed.model.named_parameters() if p.requires_grad}
+    assert saved.keys() == now.keys() and all(torch.equal(saved[n], now[n]) for n in saved)
