@@ -137,7 +137,8 @@ def test_memory_bomb_stopped(sb: Sandbox):
     res = sb.run_python(code, limits=Limits(memory_mib=256))
     assert res.limit_hit == "memory_mib"
     assert res.exit_code != 0
-    assert res.peak_memory_mib < 300
+    # peak_memory_mib is ru_maxrss, which also counts the pages of the forking host process
+    # before exec (large under pytest with torch loaded), so it is not compared to the limit.
 
 
 def test_infinite_loop_stopped_at_wall_limit(sb: Sandbox):
