@@ -212,3 +212,22 @@ class Domain(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<Domain {self.id}>"
+
+
+def procedural_levels(
+    domain_id: str, split: str, difficulty: int | Sequence[int] | None, n: int | None
+) -> list[int]:
+    """Validate the arguments of a procedural ``Domain.tasks`` and return its difficulty levels.
+
+    Returns:
+        the difficulties to cycle through (default ``[1, 2, 3, 4, 5]``).
+
+    Raises:
+        ValueError: ``split`` is not ``"train"``/``"test"``, or ``n`` is None
+            (an unbounded generator needs a count).
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"unknown split {split!r}: use 'train' or 'test'")
+    if n is None:
+        raise ValueError(f"{domain_id} is procedural: pass n")
+    return [difficulty] if isinstance(difficulty, int) else list(difficulty or range(1, 6))

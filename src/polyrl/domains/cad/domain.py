@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text
+from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text, procedural_levels
 from polyrl.domains.cad import dsl
 from polyrl.domains.cad.parts import make_part
 from polyrl.domains.cad.runner import run_program
@@ -127,11 +127,7 @@ class CadGenDomain(Domain):
         seed: int = 0,
     ) -> Iterator[Task]:
         """``n`` generated parts of ``split``, cycling through ``difficulty`` (default 1..5)."""
-        if split not in ("train", "test"):
-            raise ValueError(f"unknown split {split!r}: use 'train' or 'test'")
-        if n is None:
-            raise ValueError(f"{self.id} is procedural: pass n")
-        levels = [difficulty] if isinstance(difficulty, int) else list(difficulty or range(1, 6))
+        levels = procedural_levels(self.id, split, difficulty, n)
         made, index = 0, 0
         while made < n:
             task = make_task(levels[made % len(levels)], index, seed)

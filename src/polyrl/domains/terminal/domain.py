@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from polyrl.domains.base import Answer, Domain, Env
+from polyrl.domains.base import Answer, Domain, Env, procedural_levels
 from polyrl.domains.terminal.env import DONE, TerminalEnv
 from polyrl.domains.terminal.gen import CATEGORIES, cache_root, generate, write_task_dir
 from polyrl.domains.terminal.taskdir import load_task_dir, scan_tasks
@@ -81,11 +81,7 @@ class TerminalGenDomain(_ShellDomain):
         seed: int = 0,
     ) -> Iterator[Task]:
         """``n`` tasks of ``split``, cycling categories and ``difficulty`` (default 1..5)."""
-        if split not in ("train", "test"):
-            raise ValueError(f"unknown split {split!r}: use 'train' or 'test'")
-        if n is None:
-            raise ValueError(f"{self.id} is procedural: pass n")
-        levels = [difficulty] if isinstance(difficulty, int) else list(difficulty or range(1, 6))
+        levels = procedural_levels(self.id, split, difficulty, n)
         root = self.cache_dir or cache_root()
         made, index = 0, 0
         while made < n:

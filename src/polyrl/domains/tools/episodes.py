@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from polyrl.domains.base import Answer, Domain, Env
+from polyrl.domains.base import Answer, Domain, Env, procedural_levels
 from polyrl.domains.tools.calls import ToolCall, parse_calls
 from polyrl.domains.tools.matching import validate_call
 from polyrl.domains.tools.world import TOOL_SOURCE, TOOL_SPECS, make_question, make_world
@@ -200,11 +200,7 @@ class ToolEpisodesDomain(Domain):
         seed: int = 0,
     ) -> Iterator[Task]:
         """``n`` tasks of ``split``, cycling through ``difficulty`` (default 1..5)."""
-        if split not in ("train", "test"):
-            raise ValueError(f"unknown split {split!r}: use 'train' or 'test'")
-        if n is None:
-            raise ValueError(f"{self.id} is procedural: pass n")
-        levels = [difficulty] if isinstance(difficulty, int) else list(difficulty or range(1, 6))
+        levels = procedural_levels(self.id, split, difficulty, n)
         made, index = 0, 0
         while made < n:
             task = make_task(levels[made % len(levels)], index, seed)

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from polyrl.domains.base import Answer, Domain, answer_text
+from polyrl.domains.base import Answer, Domain, answer_text, procedural_levels
 from polyrl.domains.tools.calls import format_call
 from polyrl.domains.tools.intents import ARITH, DISTRACTORS, NAMES, SIMPLE, Intent
 from polyrl.domains.tools.matching import oracle_calls
@@ -168,11 +168,7 @@ class ToolsGenDomain(Domain):
         seed: int = 0,
     ) -> Iterator[Task]:
         """``n`` tasks of ``split``, cycling through ``difficulty`` (default 1..5)."""
-        if split not in ("train", "test"):
-            raise ValueError(f"unknown split {split!r}: use 'train' or 'test'")
-        if n is None:
-            raise ValueError(f"{self.id} is procedural: pass n")
-        levels = [difficulty] if isinstance(difficulty, int) else list(difficulty or range(1, 6))
+        levels = procedural_levels(self.id, split, difficulty, n)
         made, index = 0, 0
         while made < n:
             level = levels[made % len(levels)]
