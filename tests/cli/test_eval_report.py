@@ -45,7 +45,8 @@ def test_eval_oracle_humaneval_is_164_of_164():
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])["domains"]["code/humaneval-v1"]
     assert (got["n"], got["passed"], got["errors"]) == (164, 164, 0)
-    assert "passed 164/164" in r.stdout
+    assert "passed 164/164" in r.stderr  # with --json the human table goes to stderr
+    assert len(r.stdout.strip().splitlines()) == 1  # stdout is exactly one JSON object
 
 
 def test_report_command_regenerates_from_run_dir(tmp_path: Path):

@@ -22,7 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 """Console for logs and progress (stderr)."""
 
 

@@ -82,7 +82,7 @@ def eval_(
             line += "".join(f"  {k}={v:.3f}" for k, v in (r.pass_at_k or {}).items())
         if r.errors:
             line += f"  errors={r.errors}"
-        typer.echo(line)
+        typer.echo(line, err=json_)  # with --json, stdout carries only the JSON object
     if json_:
         typer.echo(json.dumps(rep.to_json()))
 
@@ -111,10 +111,12 @@ def headroom(
     except ValueError as e:
         fail(str(e))
     ranked = run_headroom(cfg, path, doms, probe_steps=probe_steps, n=n, hooks=hooks)
-    typer.echo(f"{'rank':<5}{'domain':<24}{'baseline':>9}{'probe':>9}{'headroom':>10}  95% CI")
+    typer.echo(f"{'rank':<5}{'domain':<24}{'baseline':>9}{'probe':>9}{'headroom':>10}  95% CI",
+               err=json_)
     for r in ranked:
         lo, hi = r["headroom_ci95"]
         typer.echo(f"{r['rank']:<5}{r['domain']:<24}{_fmt(r['baseline']):>9}"
-                   f"{_fmt(r['probe']):>9}{r['headroom']:>+10.3f}  [{lo:+.3f}, {hi:+.3f}]")
+                   f"{_fmt(r['probe']):>9}{r['headroom']:>+10.3f}  [{lo:+.3f}, {hi:+.3f}]",
+                   err=json_)
     if json_:
         typer.echo(json.dumps({"policy": policy, "probe_steps": probe_steps, "domains": ranked}))
