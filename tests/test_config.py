@@ -61,3 +61,12 @@ def test_cli_misspelled_key_is_one_line_exit_2(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip() == "quickstart.yaml: train.lrr: unknown key (did you mean 'lr'?)"
     assert "Traceback" not in r.stderr
+
+
+def test_bad_override_is_blamed_on_set_not_the_file():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["train.lr=abc"])
+    assert str(e.value).startswith("--set: train.lr: must be a valid number")
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["train.lrr=1"])
+    assert str(e.value) == "--set: train.lrr: unknown key (did you mean 'lr'?)"

@@ -344,7 +344,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             if not isinstance(node, dict):
                 raise ConfigError("<cli>", key, f"'{part}' is not a section")
         node[parts[-1]] = yaml.safe_load(value)
-    return config_from_dict(data, file)
+    try:
+        return config_from_dict(data, file)
+    except ConfigError as e:
+        keys = [item.split("=", 1)[0] for item in overrides or []]
+        if any(e.key_path == k or e.key_path.startswith(k + ".") for k in keys):
+            raise ConfigError("--set", e.key_path, e.reason) from None
+        raise
 
 
 def dump_config(cfg: RunConfig) -> str:
