@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,3 +231,21 @@ def procedural_levels(
     if n is None:
         raise ValueError(f"{domain_id} is procedural: pass n")
     return [difficulty] if isinstance(difficulty, int) else list(difficulty or range(1, 6))
+
+
+def filter_tasks(
+    tasks: Iterable[Task], difficulty: int | Sequence[int] | None, n: int | None
+) -> Iterator[Task]:
+    """Yield the first ``n`` of ``tasks`` (all when None) whose difficulty is in ``difficulty``.
+
+    ``difficulty`` is one level, a sequence of levels, or None (any level).
+    """
+    wanted = {difficulty} if isinstance(difficulty, int) else (
+        set(difficulty) if difficulty is not None else None)
+    count = 0
+    for t in tasks:
+        if n is not None and count >= n:
+            return
+        if wanted is None or t.difficulty in wanted:
+            count += 1
+            yield t

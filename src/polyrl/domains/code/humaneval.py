@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from polyrl.domains.base import Rubric
+from polyrl.domains.base import Rubric, filter_tasks
 from polyrl.domains.code.domain import CodeDomain
 from polyrl.errors import ConfigError
 from polyrl.types import Task
@@ -112,15 +112,7 @@ class HumanEvalDomain(CodeDomain):
             raise ValueError(f"unknown split {split!r}: expected 'train' or 'test'")
         if split == "train":
             return
-        wanted = {difficulty} if isinstance(difficulty, int) else (
-            set(difficulty) if difficulty is not None else None)
-        count = 0
-        for t in self._load():
-            if n is not None and count >= n:
-                return
-            if wanted is None or t.difficulty in wanted:
-                count += 1
-                yield t
+        yield from filter_tasks(self._load(), difficulty, n)
 
     def split_sizes(self) -> dict[str, int | None]:
         """``{"train": 0, "test": 164}`` (test size read from the data file)."""

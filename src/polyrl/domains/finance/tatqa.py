@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from polyrl.domains.base import filter_tasks
 from polyrl.domains.code.paths import data_path
 from polyrl.domains.finance.domain import INSTRUCTION, FinanceDomain, gold_text
 from polyrl.errors import ConfigError
@@ -108,15 +109,7 @@ class TatQaDomain(FinanceDomain):
             raise ValueError(f"unknown split {split!r}: expected 'train' or 'test'")
         if split == "train":
             return
-        wanted = {difficulty} if isinstance(difficulty, int) else (
-            set(difficulty) if difficulty is not None else None)
-        count = 0
-        for t in self._load():
-            if n is not None and count >= n:
-                return
-            if wanted is None or t.difficulty in wanted:
-                count += 1
-                yield t
+        yield from filter_tasks(self._load(), difficulty, n)
 
     def split_sizes(self) -> dict[str, int | None]:
         """``{"train": 0, "test": <questions in the file>}`` (0 when the file is missing)."""
