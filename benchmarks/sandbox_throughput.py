@@ -1,7 +1,9 @@
 """Sandbox throughput on the 164 HumanEval checks: bare vs bwrap vs fork-server, side by side.
 
-Modes, each running every check once with the same concurrency (CPUs available):
-  (a) bare:       ``python -c CHECK`` subprocesses, no isolation at all;
+Modes, each running every check once with the same concurrency (``--in-flight`` calls
+submitted at once, default 2 x the CPUs available; each backend runs at most ``workers``
+= CPUs programs at a time and queues the rest):
+  (a) bare:       ``python -c CHECK`` subprocesses (``sys.executable``), no isolation at all;
   (b) bwrap:      ``Sandbox(backend="bwrap").run_python`` (fresh sandboxed interpreter);
   (c) forkserver: ``ForkServer.run_python`` (warm interpreter in one sandbox, fork per run).
 Prints executions/s and p50/p99 latency per mode (per call, including any wait for
@@ -80,9 +82,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="times each check runs per mode")
     ap.add_argument("--rounds", type=int, default=4, help="interleaved rounds of the modes")
     ap.add_argument("--in-flight", type=int, default=0,
-                    help="calls submitted at once in mode b (0 = 2 x workers); at most "
-                    "`workers` programs run at once, the bwrap backend sets the next sandboxes "
-                    "up meanwhile; modes a and c always have `workers` in flight")
+                    help="calls submitted at once in every mode (0 = 2 x workers); bare runs "
+                    "them all at once, bwrap and the fork-server run `workers` programs at "
+                    "a time and prepare the next ones meanwhile")
     args = ap.parse_args()
     workers = args.workers or available_cpus()
     programs = [check_program(p) for p in load_problems()] * args.repeat
@@ -91,6 +93,7 @@ def main() -> None:
     t0 = time.perf_counter()
     fs = ForkServer(limits=LIM, workers=workers)
     fs.run_python("pass")
+    isolation = fs.isolation
     fs_start_ms = (time.perf_counter() - t0) * 1000
     try:
         sb.run_python("pass")  # builds the host view once, outside the timing
@@ -103,19 +106,18 @@ def main() -> None:
         # interleave the modes in rounds so that load changes on a shared machine hit
         # all three alike
         step = -(-len(programs) // args.rounds)
+        in_flight = args.in_flight or 2 * workers  # the same for every mode
         for i in range(0, len(programs), step):
             for mode in modes:
-                # only bwrap has setup to overlap with running programs; for bare and the
-                # fork-server, `workers` in flight is their best (more only queues)
-                in_flight = (args.in_flight or 2 * workers) if mode.name == "bwrap" else workers
                 mode.run(programs[i:i + step], in_flight)
         rows = [m.row() for m in modes]
     finally:
         fs.close()
     by = {r["mode"]: r for r in rows}
-    print(f"{len(programs)} HumanEval checks per mode, {workers} running at a time, "
+    print(f"{len(programs)} HumanEval checks per mode, {in_flight} calls in flight "
+          f"({workers} CPUs), "
           f"{args.rounds} interleaved rounds "
-          f"(fork-server start {fs_start_ms:.0f} ms)")
+          f"(fork-server start {fs_start_ms:.0f} ms, isolation {isolation})")
     print(f"{'mode':12s} {'exec/s':>9s} {'p50 ms':>9s} {'p99 ms':>9s} {'correct':>9s}")
     for r in rows:
         print(f"{r['mode']:12s} {r['per_s']:9.1f} {r['p50_ms']:9.1f} {r['p99_ms']:9.1f} "
@@ -127,6 +129,8 @@ def main() -> None:
     out = {
         "executions_per_mode": len(programs),
         "workers": workers,
+        "in_flight": in_flight,
+        "forkserver_isolation": isolation,
         "bare_per_s": by["bare"]["per_s"],
         "bwrap_per_s": by["bwrap"]["per_s"],
         "forkserver_per_s": by["forkserver"]["per_s"],

@@ -59,6 +59,9 @@ class TinyModelSection(_Section):
         0, ge=0, description="Cap on warm-start optimizer steps (0 = time budget only)."
     )
     warm_start_batch: int = Field(32, ge=1, description="Demonstrations per warm-start step.")
+    warm_start_threads: int = Field(
+        0, ge=0, description="Torch threads of the warm start (0 = all available CPUs); "
+        "it runs alone, unlike RL, whose scoring workers share the CPUs.")
     warm_start_demos: int = Field(
         2000, ge=1, description="Distinct demonstrations generated per domain for the warm start."
     )
@@ -129,6 +132,9 @@ class TrainSection(_Section):
     )
     clip_eps_low: float = Field(0.2, gt=0, description="Lower PPO clip epsilon.")
     clip_eps_high: float = Field(0.2, gt=0, description="Upper PPO clip epsilon (DAPO).")
+    num_iterations: int = Field(
+        1, ge=1, le=16, description="Optimizer steps per batch of rollouts (GRPO's mu, "
+        "arXiv 2402.03300): later ones reuse the samples under the PPO clip.")
     loss_agg: Literal[
         "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
     ] = Field("token-mean", description="How per-token losses are aggregated.")
@@ -155,7 +161,10 @@ class CurriculumSection(_Section):
 
     kind: Literal["learning_progress", "static"] = Field("learning_progress")
     floor: float = Field(0.05, ge=0, lt=1, description="Minimum probability of any domain.")
-    temperature: float = Field(0.5, gt=0, description="Softmax temperature.")
+    temperature: float = Field(
+        0.5, gt=0, description="Softmax temperature over arm values (signal + learning "
+        "progress): p1p values are <= 0.25, so 0.5 is a mild preference; mean |advantage| "
+        "values are ~0.6-0.9 on arms with signal and 0 on solved ones.")
     exploration_bonus: float = Field(0.1, ge=0, description="Bonus for rarely sampled arms.")
     explore_steps: int = Field(
         10, ge=0, description="Steps over which the temperature decays from explore_temperature."

@@ -34,6 +34,22 @@ def test_collate_masks_prompt_and_padding():
     assert (batch["labels"][1, 5:] == IGNORE_INDEX).all() and batch["attention_mask"][1].sum() == 5
 
 
+def test_packed_batch_computes_what_separate_rows_do():
+    """Packing (block-diagonal causal mask, positions restarting per example) changes
+    the batch shape, never the loss."""
+    tok = build_byte_tokenizer()
+    model = build_tiny_model(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
+    model.eval()
+    demos = [([{"role": "user", "content": "ab" * k}], "z" * k) for k in range(1, 9)]
+    ex = encode_demos(tok, demos, max_len=64)
+    plain, packed = collate(ex, pad_id=0), collate(ex, pad_id=0, pack_len=30)
+    assert packed["input_ids"].shape[0] < plain["input_ids"].shape[0]
+    assert packed["attention_mask"].dim() == 4
+    assert int((packed["labels"] != IGNORE_INDEX).sum()) == int((plain["labels"] != IGNORE_INDEX).sum())
+    with torch.no_grad():
+        assert torch.allclose(model(**plain).loss, model(**packed).loss, atol=1e-5)
+
+
 def test_warm_start_learns_the_demonstrations():
     torch.manual_seed(0)
     tok = build_byte_tokenizer()

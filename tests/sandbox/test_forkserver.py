@@ -153,3 +153,70 @@ print(n)
     assert 0 < int(r.stdout) < 8
     assert r.wall_s < 2  # its children are killed when it ends
     assert fs.run_python("print('still fine')").stdout == "still fine\n"
+
+
+_WALLS = r"""
+import os, signal, tempfile
+out = {}
+for name, fn in [
+    ("write_tmp", lambda: open("/tmp/x-" + str(os.getpid()), "w").write("x")),
+    ("list_root_dir", lambda: os.listdir("/tmp/fs")),
+    ("signal_server", lambda: os.kill(os.getppid(), 0)),
+    ("tempfile", lambda: tempfile.NamedTemporaryFile().name),
+    ("mount_ns", lambda: __import__("ctypes").CDLL(None).unshare(0x20000) == 0 or None),
+]:
+    try:
+        out[name] = fn()
+    except OSError as e:
+        out[name] = "ERR " + type(e).__name__
+status = open("/proc/self/status").read()
+out["caps"] = [l.split()[1] for l in status.splitlines() if l.startswith(("CapEff", "CapPrm"))]
+out["nnp"] = [l.split()[1] for l in status.splitlines() if l.startswith("NoNewPrivs")]
+print(out)
+"""
+
+
+@pytest.mark.parametrize("isolation", ["landlock", "namespaces"])
+def test_forkserver_isolations_hold_their_walls(isolation: str):
+    """Both isolations (Landlock where the kernel has it, and the namespace fallback):
+    no capabilities, no_new_privs, a writable private temp dir, nothing else writable,
+    no view of the other executions' directories."""
+    import ast
+    import ctypes
+
+    if isolation == "landlock" and ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+        pytest.skip("this kernel has no Landlock")
+    with ForkServer(preload=[], limits="strict", workers=1, isolation=isolation) as fs:
+        assert fs.isolation == isolation
+        out = ast.literal_eval(fs.run_python(_WALLS).stdout)
+        assert out["caps"] == ["0000000000000000"] * 2 and out["nnp"] == ["1"]
+        assert out["tempfile"] and not str(out["tempfile"]).startswith("ERR")
+        assert out["mount_ns"] is None or str(out["mount_ns"]).startswith("ERR")
+        assert str(out["list_root_dir"]).startswith("ERR")
+        if isolation == "landlock":
+            assert str(out["write_tmp"]).startswith("ERR")  # only its own TMPDIR
+            assert str(out["signal_server"]).startswith("ERR")  # scoped signals (ABI >= 6)
+        # the fresh-workspace and per-execution pid limit hold in both
+        assert fs.run_python("import os; print(os.listdir('.'))").stdout == "[]\n"
+
+
+def test_forkserver_queues_beyond_workers_without_counting_the_wait():
+    """More calls than workers: the server queues them (FIFO); wall_s counts only the run."""
+    with ForkServer(preload=[], limits="strict", workers=1) as fs:
+        results: list = []
+        lock = threading.Lock()
+
+        def one(k: int) -> None:
+            r = fs.run_python(f"import time; time.sleep(0.3); print({k})")
+            with lock:
+                results.append(r)
+
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(4)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert time.monotonic() - t0 >= 1.1  # one at a time
+        assert sorted(int(r.stdout) for r in results) == [0, 1, 2, 3]
+        assert all(r.exit_code == 0 and r.wall_s < 1.0 for r in results)

@@ -46,3 +46,26 @@ def test_update_with_no_groups_is_a_no_op():
     stats = policy_update(model, opt, [], UpdateOptions())
     assert stats.sequences == 0
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_num_iterations_reuses_the_batch_under_the_clip():
+    """mu = 3: three optimizer steps on one batch; the later passes take the ratio
+    against the first pass's log-probs, so with a large step the clip engages."""
+    groups = [group(4), group(4)]
+    one, three = tiny_model(), tiny_model()
+    opt1 = torch.optim.Adam(one.parameters(), lr=0.05)
+    opt3 = torch.optim.Adam(three.parameters(), lr=0.05)
+    s1 = policy_update(one, opt1, groups, UpdateOptions(num_iterations=1))
+    s3 = policy_update(three, opt3, groups, UpdateOptions(num_iterations=3))
+    step_of = lambda opt: int(next(iter(opt.state.values()))["step"])  # noqa: E731
+    assert step_of(opt1) == 1 and step_of(opt3) == 3
+    assert s1.clip_fraction == 0.0 and s3.clip_fraction > 0.0
+    # the on-pass figures are those of the first pass: identical to mu = 1
+    assert math.isclose(s1.loss, s3.loss, rel_tol=1e-6)
+    assert s3.sequences == s1.sequences == 8
+    with torch.no_grad():
+        moved1 = sum(float((a - b).abs().sum()) for a, b in
+                     zip(one.parameters(), tiny_model().parameters(), strict=True))
+        moved3 = sum(float((a - b).abs().sum()) for a, b in
+                     zip(three.parameters(), tiny_model().parameters(), strict=True))
+    assert moved3 > moved1

@@ -33,6 +33,7 @@ import torch
 
 from polyrl.config import TinyModelSection
 from polyrl.models.tiny import build_byte_tokenizer, build_tiny_model
+from polyrl.sandbox.pool import available_cpus
 
 Demo = tuple[list[dict[str, str]], str]
 """One demonstration: ``(chat messages of the prompt, answer text)``."""
@@ -64,7 +65,7 @@ class WarmStartStats:
 def cache_key(tiny: TinyModelSection, domain_ids: Sequence[str], seed: int) -> str:
     """Hex digest (16 chars) of the model shape, warm-start settings, domain ids and seed."""
     shape = tiny.model_dump(exclude={"cache_dir"})
-    blob = json.dumps({"tiny": shape, "domains": sorted(domain_ids), "seed": seed, "v": 2},
+    blob = json.dumps({"tiny": shape, "domains": sorted(domain_ids), "seed": seed, "v": 3},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -90,23 +91,62 @@ def encode_demos(tokenizer: Any, demos: Sequence[Demo], max_len: int) -> list[tu
     return out
 
 
-def collate(examples: Sequence[tuple[list[int], int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded batch with labels on the answer tokens only.
+def collate(examples: Sequence[tuple[list[int], int]], pad_id: int,
+            pack_len: int = 0) -> dict[str, torch.Tensor]:
+    """A batch with labels on the answer tokens only, optionally packed.
+
+    With ``pack_len`` = 0 every example is its own right-padded row. With ``pack_len``
+    > 0 the examples are packed first-fit (longest first) into rows of at most
+    ``max(pack_len, longest example)`` tokens; each example keeps its own positions
+    (``position_ids`` restart at 0) and attends only to itself (a block-diagonal causal
+    mask), so a packed row computes exactly what separate rows would, without the
+    padding that mixing 10-token and 110-token demonstrations costs.
 
     Returns:
-        ``input_ids``, ``attention_mask``, ``labels``: each (batch, max_len) int64;
-        ``labels`` is ``IGNORE_INDEX`` on prompt and padding positions.
+        ``input_ids``, ``labels``, ``position_ids``: each (rows, width) int64, ``labels``
+        ``IGNORE_INDEX`` on prompt and padding positions; ``attention_mask``: (rows,
+        width) int64 when not packed, else (rows, 1, width, width) bool (True = may
+        attend).
     """
-    width = max(len(ids) for ids, _ in examples)
-    input_ids = torch.full((len(examples), width), pad_id, dtype=torch.long)  # (B, T)
-    labels = torch.full((len(examples), width), IGNORE_INDEX, dtype=torch.long)  # (B, T)
-    mask = torch.zeros((len(examples), width), dtype=torch.long)  # (B, T)
-    for row, (ids, start) in enumerate(examples):
-        t = torch.tensor(ids, dtype=torch.long)
-        input_ids[row, : len(ids)] = t
-        labels[row, start : len(ids)] = t[start:]
-        mask[row, : len(ids)] = 1
-    return {"input_ids": input_ids, "attention_mask": mask, "labels": labels}
+    if pack_len <= 0:
+        rows = [[ex] for ex in examples]
+    else:
+        cap = max(pack_len, max(len(ids) for ids, _ in examples))
+        rows, room = [], []
+        for ex in sorted(examples, key=lambda e: -len(e[0])):
+            for r, free in enumerate(room):
+                if len(ex[0]) <= free:
+                    rows[r].append(ex)
+                    room[r] -= len(ex[0])
+                    break
+            else:
+                rows.append([ex])
+                room.append(cap - len(ex[0]))
+    width = max(sum(len(ids) for ids, _ in row) for row in rows)
+    n = len(rows)
+    input_ids = torch.full((n, width), pad_id, dtype=torch.long)  # (R, T)
+    labels = torch.full((n, width), IGNORE_INDEX, dtype=torch.long)  # (R, T)
+    positions = torch.zeros((n, width), dtype=torch.long)  # (R, T)
+    segment = torch.full((n, width), -1, dtype=torch.long)  # (R, T); -1 = padding
+    for r, row in enumerate(rows):
+        at = 0
+        for k, (ids, start) in enumerate(row):
+            t = torch.tensor(ids, dtype=torch.long)
+            end = at + len(ids)
+            input_ids[r, at:end] = t
+            labels[r, at + start:end] = t[start:]
+            positions[r, at:end] = torch.arange(len(ids))
+            segment[r, at:end] = k
+            at = end
+    if pack_len <= 0:
+        return {"input_ids": input_ids, "attention_mask": (segment >= 0).long(),
+                "labels": labels, "position_ids": positions}
+    causal = torch.tril(torch.ones(width, width, dtype=torch.bool))  # (T, T)
+    same = segment[:, :, None] == segment[:, None, :]  # (R, T, T)
+    pad_self = torch.eye(width, dtype=torch.bool)[None] & (segment < 0)[:, :, None]
+    mask = (same & (segment >= 0)[:, :, None] & causal) | pad_self  # padding sees itself only
+    return {"input_ids": input_ids, "attention_mask": mask[:, None], "labels": labels,
+            "position_ids": positions}
 
 
 def supervised_warm_start(
@@ -119,12 +159,18 @@ def supervised_warm_start(
     max_steps: int = 0,
     batch_size: int = 32,
     seed: int = 0,
+    pack_len: int = 128,
     on_step: Callable[[int, float, float], None] | None = None,
 ) -> WarmStartStats:
     """Train ``model`` in place with next-token cross-entropy on the answers of ``demos``.
 
     AdamW, linear warm-up over 5% of the budget then linear decay to 10% of ``lr``,
-    gradient clipping at 1.0; batches group demonstrations of similar length. The budget is ``seconds`` of wall time, or
+    gradient clipping at 1.0. Each batch is a uniform random draw (an epoch is a
+    shuffle), so every step mixes the domains, and is packed (``pack_len``) so that
+    short demonstrations do not pay for the padding of long ones. Measured on the
+    quickstart: batching by length instead (cheap, but single-domain batches) left the
+    model far behind at the same wall time (answer loss 1.45 vs 0.93; it answered
+    every sum with the same number). The budget is ``seconds`` of wall time, or
     ``max_steps`` optimizer steps when > 0, whichever comes first.
 
     Args:
@@ -136,6 +182,8 @@ def supervised_warm_start(
         max_steps: step budget (0 = time only).
         batch_size: demonstrations per optimizer step.
         seed: shuffling seed.
+        pack_len: pack each step's demonstrations into rows of this many tokens (0 =
+            one padded row each; see ``collate``).
         on_step: ``on_step(step, elapsed_s, loss)`` after each step.
 
     Returns:
@@ -166,8 +214,9 @@ def supervised_warm_start(
         if frac >= 1.0:
             break
         if not order:
-            order = _length_buckets(examples, batch_size, rng)
-        batch = collate([examples[i] for i in order.pop()], pad_id)
+            order = _epoch_batches(len(examples), batch_size, rng)
+        chosen = [examples[i] for i in order.pop()]
+        batch = collate(chosen, pad_id, pack_len)
         scale = min(1.0, frac / 0.05) if frac < 0.05 else 1.0 - 0.9 * (frac - 0.05) / 0.95
         for group in opt.param_groups:
             group["lr"] = lr * max(scale, 0.02)
@@ -177,7 +226,7 @@ def supervised_warm_start(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         stats.steps += 1
-        stats.examples += batch["input_ids"].shape[0]
+        stats.examples += len(chosen)
         stats.tokens += int((batch["labels"] != IGNORE_INDEX).sum())
         losses.append(float(loss.detach()))
         if on_step is not None:
@@ -190,22 +239,11 @@ def supervised_warm_start(
     return stats
 
 
-def _length_buckets(examples: Sequence[tuple[list[int], int]], batch_size: int,
-                    rng: random.Random) -> list[list[int]]:
-    """One epoch of batches (index lists) of similar length: shuffle, sort windows of
-    ``64 * batch_size`` examples by length, cut into batches, shuffle the batches.
-
-    Mixed domains have prompts of 6 to 100+ bytes; padding every batch to its longest
-    member would waste most of the compute."""
-    idx = list(range(len(examples)))
+def _epoch_batches(n: int, batch_size: int, rng: random.Random) -> list[list[int]]:
+    """One epoch of batches (index lists) over ``n`` examples in random order."""
+    idx = list(range(n))
     rng.shuffle(idx)
-    batches: list[list[int]] = []
-    window = 64 * batch_size
-    for start in range(0, len(idx), window):
-        part = sorted(idx[start : start + window], key=lambda i: len(examples[i][0]))
-        batches.extend(part[k : k + batch_size] for k in range(0, len(part), batch_size))
-    rng.shuffle(batches)
-    return batches
+    return [idx[k : k + batch_size] for k in range(0, n, batch_size)]
 
 
 def build_base_model(
@@ -246,12 +284,17 @@ def build_base_model(
         max_position_embeddings=tiny.max_position_embeddings, seed=seed)
     tokenizer = build_byte_tokenizer()
     demos = make_demos()
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        stats = supervised_warm_start(
-            model, tokenizer, demos, seconds=tiny.warm_start_s, lr=tiny.warm_start_lr,
-            max_steps=tiny.warm_start_steps, batch_size=tiny.warm_start_batch, seed=seed,
-            on_step=on_step)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(tiny.warm_start_threads or available_cpus())
+    try:
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            stats = supervised_warm_start(
+                model, tokenizer, demos, seconds=tiny.warm_start_s, lr=tiny.warm_start_lr,
+                max_steps=tiny.warm_start_steps, batch_size=tiny.warm_start_batch, seed=seed,
+                on_step=on_step)
+    finally:
+        torch.set_num_threads(threads)
     tmp = root / f".{key}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)

@@ -1,100 +1,232 @@
 """The fork-server program that runs INSIDE the sandbox (stdlib only; sent as source text).
 
-It imports the ``preload`` modules once, then serves requests from the host: for each,
-it forks one child that gets its own session, user + mount namespace (its fresh
-workspace directory at /workspace, a fresh /tmp), rlimits, stdin and output pipes, runs the code like ``python -c``, and is reaped; the server pumps
-the child's output incrementally, enforces the wall limit, kills strays, and answers.
+It imports the ``preload`` modules once, then serves the host: per request it forks one
+child with its own session, isolation, rlimits, stdin and output pipes and a fresh job
+directory (``ROOT/<n>/w`` = cwd, ``ROOT/<n>/t`` = TMPDIR and HOME), runs the code like
+``python -c`` and reaps it. At most ``workers`` children run at once; further requests
+wait in a FIFO queue (the host keeps the next one ready). Output is pumped
+incrementally, the wall limit enforced, strays killed.
 
-Wire format (both ways): 4-byte big-endian length + UTF-8 JSON.
-Request: ``{"id", "code", "stdin": b64, "files": {rel: b64}, "collect": [rel],
-"rlimits": [[res, soft, hard]], "timeout_s", "grace_s", "max_output_bytes",
-"tmp_bytes"}``.
-Reply: ``{"id", "exit_code", "signal", "stdout": b64, "stderr": b64, "stdout_truncated",
-"stderr_truncated", "wall_s", "cpu_s", "peak_memory_mib", "killed_for", "files",
-"error"}``.
+Isolation of a child (chosen at start by a self-test, reported in the hello):
+``landlock``: its own user namespace (``RLIMIT_NPROC`` counts only the execution's own
+processes) + a Landlock domain: read/execute on the system directories, read/write only
+beneath its job directory (and the shared ``/dev/shm``), nothing of ``ROOT`` or the rest
+of ``/tmp``; with ABI >= 6 no signals or abstract unix sockets outside its domain (the
+server, other executions). Landlock forbids mount changes; every capability dropped.
+``namespaces`` (fallback): user + mount namespace, job directory bound at
+``/workspace``, a fresh tmpfs at ``/tmp``. Both: not dumpable, no_new_privs (from bwrap).
+
+Wire format. Request: 4-byte big-endian length + UTF-8 JSON ``{"id", "code",
+"stdin"?: b64, "files"?: {rel: b64}, "collect"?: [rel], "rlimits": [[res, soft, hard]],
+"timeout_s", "grace_s", "max_output_bytes", "tmp_bytes"}``. Reply: ``>III`` header (JSON,
+stdout, stderr lengths), JSON ``{"id", "exit_code", "signal", "stdout_truncated",
+"stderr_truncated", "wall_s", "cpu_s", "peak_memory_mib", "killed_for", "files"?: {rel:
+b64}, "error"?}``, then the raw stdout and stderr bytes.
 """
 
 import base64
+import collections
 import ctypes
 import importlib
 import json
 import os
 import resource
-import selectors
+import select
 import shutil
 import signal
 import struct
 import sys
 import time
 import traceback
-import uuid
 
 ROOT = "/tmp/fs"
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def send(fd, obj):
-    data = json.dumps(obj).encode()
-    data = struct.pack(">I", len(data)) + data
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
-
-
 ISOLATION_FAILED = 125
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall = _libc.syscall
+_HEAD = struct.Struct(">III")
+_LEN = struct.Struct(">I")
+
+# Landlock (include/uapi/linux/landlock.h; x86_64 and aarch64 share these numbers)
+_SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
+_SYS_CLOSE_RANGE = 436
+_SYS_CAPSET = 126 if os.uname().machine == "x86_64" else 91
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
+_FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1,
+                     4: (1 << 15) - 1, 5: (1 << 16) - 1}
+_FS_IOCTL_DEV = 1 << 15
+_FS_MAKE_DEVICES = (1 << 6) | (1 << 11)  # MAKE_CHAR, MAKE_BLOCK
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1, 2
+_RO = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
 
 
-def _write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
+def send(fd, obj, out=b"", err=b""):
+    """Write one reply frame (header, JSON, raw stdout, raw stderr) to ``fd``."""
+    data = json.dumps(obj).encode()
+    data = b"".join((_HEAD.pack(len(data), len(out), len(err)), data, out, err))
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
-def isolate(ws, tmp_bytes):
-    """Give this execution its own user + mount namespace: its workspace at /workspace,
-    a fresh /tmp, and no view of the other executions' directories. Not dumpable, so
-    executions running beside it cannot open its /proc/<pid>/{cwd,root,fd,environ,mem}."""
-    uid, gid = os.getuid(), os.getgid()
-    _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
-    if _libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
-        raise OSError(ctypes.get_errno(), "unshare")
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    for src, dst, fstype, flags, data in (
-            (b"none", b"/", None, (1 << 14) | (1 << 18), None),  # MS_REC | MS_PRIVATE
-            (ws.encode(), b"/workspace", None, 4096, None),  # MS_BIND, before /tmp is covered
-            (b"tmpfs", b"/tmp", b"tmpfs", 2 | 4, f"size={tmp_bytes},mode=1777".encode())):
-        if _libc.mount(src, dst, fstype, flags, data) != 0:
-            raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
-    os.chdir("/workspace")
-    _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+class Landlock:
+    """A Landlock policy prepared once in the server and applied by each child.
+
+    The read-only rules (one per top-level entry of ``/`` but ``/tmp``, opened here as
+    ``O_PATH`` fds) are packed once; a child adds one read/write rule for its own job
+    directory and restricts itself (``apply``). ``abi`` is the kernel's Landlock ABI.
+    """
+
+    def __init__(self, abi):
+        self.abi = abi
+        self.fs_all = _FS_RIGHTS_BY_ABI.get(abi, _FS_RIGHTS_BY_ABI[5])
+        scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 else 0
+        attr = struct.pack("=QQQ", self.fs_all, 0, scoped)
+        self.attr_size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
+        self.attr = ctypes.create_string_buffer(attr[:self.attr_size], self.attr_size)
+        self.rules = []
+        for name in sorted(os.listdir("/")):
+            if name in ("tmp", "workspace"):
+                continue  # /tmp holds every execution's directory; /workspace is unused
+            path = "/" + name
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            os.set_inheritable(fd, False)
+            rights = _RO
+            if name == "dev":  # /dev/null, /dev/urandom, ... (no new nodes)
+                rights |= _FS_WRITE_FILE | (_FS_IOCTL_DEV if abi >= 5 else 0)
+            if not os.path.isdir(path):  # a file: only the rights that apply to files
+                rights &= _FS_EXECUTE | _FS_READ_FILE
+            self.rules.append((fd, ctypes.create_string_buffer(
+                struct.pack("=Qi", rights & self.fs_all, fd), 12)))
+        if os.path.isdir("/dev/shm"):  # POSIX semaphores (multiprocessing), as before
+            fd = os.open("/dev/shm", os.O_PATH | os.O_CLOEXEC)
+            self.rules.append((fd, ctypes.create_string_buffer(
+                struct.pack("=Qi", self.fs_all & ~_FS_MAKE_DEVICES, fd), 12)))
+
+        # the job directory's rule: the server packs the fd of each job into this buffer
+        # before it forks (``set_job``), so the child does no Python work for it
+        self.job_rule = ctypes.create_string_buffer(12)
+
+    def set_job(self, fd):
+        """Point the job rule at ``fd`` (an ``O_PATH`` fd of the next child's job dir)."""
+        struct.pack_into("=Qi", self.job_rule, 0, self.fs_all, fd)
+
+    def apply(self):
+        """Restrict the calling process (a child) for good. Raises OSError."""
+        rs = _syscall(_SYS_CREATE, self.attr, self.attr_size, 0)
+        if rs < 0:
+            raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+        for _fd, rule in self.rules:
+            if _syscall(_SYS_ADD_RULE, rs, 1, rule, 0) != 0:
+                raise OSError(ctypes.get_errno(), "landlock_add_rule")
+        if _syscall(_SYS_ADD_RULE, rs, 1, self.job_rule, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_add_rule job")
+        if _syscall(_SYS_RESTRICT, rs, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
 
-def child_main(req, ws, stdin_fd, out_w, err_w):
-    os.setsid()
-    os.dup2(stdin_fd, 0)
-    os.dup2(out_w, 1)
-    os.dup2(err_w, 2)
-    # close the control pipe, other executions' pipes and pidfds (closerange(3, 65536)
-    # costs ~6 ms in Python 3.11; listing the open ones costs ~50 us)
-    for name in os.listdir("/proc/self/fd"):
+def _write(path, data):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+_CAP_HEADER = ctypes.create_string_buffer(struct.pack("=Ii", 0x20080522, 0), 8)
+_CAP_DATA = ctypes.create_string_buffer(24)  # all zero: no capability at all
+
+
+def _drop_caps():
+    """Clear the effective/permitted/inheritable (hence ambient) capability sets."""
+    if _syscall(_SYS_CAPSET, _CAP_HEADER, _CAP_DATA) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+class Isolation:
+    """How children are isolated: ``kind`` is ``"landlock"`` or ``"namespaces"``.
+
+    Every Python-level step in a child costs copy-on-write page faults, so what can be
+    prepared in the server is (rule buffers, capability buffers, environment)."""
+
+    def __init__(self, kind, landlock=None):
+        self.kind = kind
+        self.landlock = landlock
+        uid, gid = os.getuid(), os.getgid()
+        self.uid_map = f"{uid} {uid} 1".encode()
+        self.gid_map = f"{gid} {gid} 1".encode()
+
+    def prepare(self, jobdir):
+        """In the server, before forking the child of ``jobdir``; returns an fd to close
+        after the fork (or -1)."""
+        if self.kind != "landlock":
+            return -1
+        fd = os.open(jobdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.landlock.set_job(fd)
+        os.environ["TMPDIR"] = os.environ["HOME"] = jobdir + "/t"
+        return fd
+
+    def enter(self, jobdir, tmp_bytes):
+        """Isolate the calling child; returns its cwd. Raises OSError.
+
+        ``landlock``: a user namespace of its own without uid map (``RLIMIT_NPROC`` then
+        counts only this execution's processes; the program sees uid/gid 65534), then the
+        Landlock domain. The child stays non-dumpable (inherited from the server)."""
+        if self.kind == "landlock":
+            if _libc.unshare(0x10000000) != 0:  # CLONE_NEWUSER
+                raise OSError(ctypes.get_errno(), "unshare")
+            self.landlock.apply()
+            _drop_caps()
+            return jobdir + "/w"
+        _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
+        if _libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+            raise OSError(ctypes.get_errno(), "unshare")
+        _write("/proc/self/setgroups", b"deny")
+        _write("/proc/self/uid_map", self.uid_map)
+        _write("/proc/self/gid_map", self.gid_map)
+        for src, dst, fstype, flags, data in (
+                (b"none", b"/", None, (1 << 14) | (1 << 18), None),  # MS_REC | MS_PRIVATE
+                ((jobdir + "/w").encode(), b"/workspace", None, 4096, None),  # MS_BIND
+                (b"tmpfs", b"/tmp", b"tmpfs", 2 | 4, f"size={tmp_bytes},mode=1777".encode())):
+            if _libc.mount(src, dst, fstype, flags, data) != 0:
+                raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
+        _drop_caps()
+        _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+        return "/workspace"
+
+
+def _close_fds_from_3():
+    if _syscall(_SYS_CLOSE_RANGE, 3, 0xFFFFFFFF, 0) == 0:
+        return
+    for name in os.listdir("/proc/self/fd"):  # kernels < 5.9
         if int(name) > 2:
             try:
                 os.close(int(name))
             except OSError:
                 pass
+
+
+def child_main(req, iso, jobdir, stdin_fd, out_w, err_w):
+    """Body of one forked child: isolate, limit, run ``req["code"]``, exit. Never returns.
+
+    The server already set what every child needs (``main``): SIGPIPE/SIGTERM default,
+    SIGINT raising KeyboardInterrupt, ``sys.argv == ["-c"]``, ``sys.path[0] == ""``,
+    ``$TMPDIR`` and ``$HOME`` (``Isolation.prepare``)."""
+    os.setsid()
+    os.dup2(stdin_fd, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
     try:
-        isolate(ws, req["tmp_bytes"])
+        os.chdir(iso.enter(jobdir, req["tmp_bytes"]))
     except OSError as e:
         os.write(2, f"polyrl fork-server: cannot isolate the execution: {e}\n".encode())
         os._exit(ISOLATION_FAILED)
+    _close_fds_from_3()  # control pipe, other executions' pipes, pidfds, rule fds
     for res, soft, hard in req["rlimits"]:
         resource.setrlimit(res, (soft, hard))
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    sys.argv = ["-c"]
-    sys.path.insert(0, "")
+    # signals, sys.argv, sys.path[0] and $TMPDIR/$HOME were set by the server for us
     code = 0
     try:
         glb = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -126,8 +258,55 @@ def child_main(req, ws, stdin_fd, out_w, err_w):
     os._exit(code)
 
 
+def choose_isolation(preferred):
+    """The first isolation (``landlock``, then ``namespaces``) that a test child can enter."""
+    abi = _syscall(_SYS_CREATE, None, 0, 1)
+    errors = {}
+    for kind in [preferred] if preferred else ["landlock", "namespaces"]:
+        if kind == "landlock" and abi < 1:
+            errors[kind] = f"no Landlock in this kernel (errno {ctypes.get_errno()})"
+            continue
+        iso = Isolation(kind, Landlock(abi) if kind == "landlock" else None)
+        jobdir = os.path.join(ROOT, "probe")
+        os.makedirs(jobdir + "/w", exist_ok=True)
+        os.makedirs(jobdir + "/t", exist_ok=True)
+        r, w = os.pipe()
+        jfd = iso.prepare(jobdir)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(r)
+                iso.enter(jobdir, 1 << 20)
+                try:  # the walls hold: nothing beside the job directory is writable
+                    os.close(os.open(ROOT + "/x", os.O_CREAT | os.O_WRONLY, 0o600))
+                    os.write(w, b"wall missing")
+                except OSError:
+                    pass
+            except BaseException as e:
+                os.write(w, repr(e).encode())
+            finally:
+                os._exit(0)
+        os.close(w)
+        if jfd >= 0:
+            os.close(jfd)
+        with os.fdopen(r, "rb") as f:
+            msg = f.read().decode("utf-8", "replace")
+        os.waitpid(pid, 0)
+        shutil.rmtree(jobdir, ignore_errors=True)
+        if not msg:
+            return iso, errors
+        errors[kind] = msg
+    return None, errors
+
+
 class Job:
-    def __init__(self, req):
+    """One execution: its child, pipes, buffers, deadlines."""
+
+    __slots__ = ("req", "id", "t0", "deadline", "kill_at", "killed_for", "exited",
+                 "status", "ru", "out", "err", "out_fd", "err_fd", "trunc_out", "trunc_err",
+                 "open", "pid", "pidfd", "dir", "limit")
+
+    def __init__(self, req, jobdir):
         self.req = req
         self.id = req["id"]
         self.t0 = time.monotonic()
@@ -137,53 +316,83 @@ class Job:
         self.exited = False
         self.status = 0
         self.ru = None
-        self.bufs = {}
-        self.trunc = {}
-        self.open = 0
+        self.out = bytearray()
+        self.err = bytearray()
+        self.trunc_out = self.trunc_err = False
+        self.open = 2
         self.pid = -1
         self.pidfd = -1
-        self.ws = os.path.join(ROOT, uuid.uuid4().hex)
+        self.dir = jobdir
+        self.limit = req["max_output_bytes"]
 
 
 def stray_sweep(active_sids):
-    """Kill every process of this sandbox that belongs to no running execution."""
+    """Kill every process of this sandbox that belongs to no running execution.
+
+    Only as pid 1 of its own pid namespace (bwrap --as-pid-1): run anywhere else (by
+    hand, for profiling) the sweep would kill the host's processes."""
     me = os.getpid()
-    pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
-    if len(pids) <= 1 + len(active_sids):
-        return  # only the server and the running executions' main processes
-    for pid in pids:
-        if pid == me:
+    if me != 1:
+        return
+    my_sid = os.getsid(0)
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
             continue
-        name = str(pid)
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 stat = f.read()
-            fields = stat[stat.rindex(b")") + 2:].split()
-            sid = int(fields[3])
+            sid = int(stat[stat.rindex(b")") + 2:].split()[3])
         except (OSError, ValueError, IndexError):
             continue
-        if sid not in active_sids and sid != os.getsid(0):
+        if sid not in active_sids and sid != my_sid:
             try:
                 os.kill(int(name), signal.SIGKILL)
             except OSError:
                 pass
 
 
+def _children_file():
+    path = f"/proc/self/task/{os.getpid()}/children"
+    return path if os.path.exists(path) else None
+
+
+def _remove(jobdir):
+    try:  # the usual case: the program left nothing behind
+        os.rmdir(jobdir + "/w")
+        os.rmdir(jobdir + "/t")
+        os.rmdir(jobdir)
+    except OSError:
+        shutil.rmtree(jobdir, ignore_errors=True)
+
+
 def main():
-    preload = json.loads(sys.argv[1]) if len(sys.argv) > 1 else []
+    cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    if isinstance(cfg, list):
+        cfg = {"preload": cfg}
+    workers = max(1, int(cfg.get("workers", 1)))
     ctl_in = os.dup(0)
     ctl_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
-    os.close(devnull)
-    for fd in (ctl_in, ctl_out):
+    for fd in (ctl_in, ctl_out, devnull):
         os.set_inheritable(fd, False)
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come to us
     _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: executions cannot open our /proc files
-    os.makedirs(ROOT, exist_ok=True)
+    os.makedirs(ROOT, mode=0o711, exist_ok=True)
+    iso, iso_errors = choose_isolation(cfg.get("isolation"))
+    # what every child needs, set once here (a child's own Python work costs page faults)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as before: a closed stdout kills
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = ["-c"]
+    if not sys.path or sys.path[0] != "":
+        sys.path.insert(0, "")
+    os.environ["TMPDIR"] = os.environ["HOME"] = "/tmp"  # namespaces; landlock: per child
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = None
     errors = {}
-    for name in preload:
+    for name in cfg.get("preload", []):
         try:
             importlib.import_module(name)
         except BaseException as e:
@@ -194,65 +403,84 @@ def main():
     gc.freeze()  # children's GC skips the server's objects: fewer copy-on-write faults
     with open("/proc/self/status") as f:
         vm_kib = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
-    send(ctl_out, {"hello": True, "vm_mib": vm_kib / 1024.0, "preload_errors": errors})
+    send(ctl_out, {"hello": True, "vm_mib": vm_kib / 1024.0, "preload_errors": errors,
+                   "isolation": iso.kind if iso else None, "isolation_errors": iso_errors,
+                   "landlock_abi": iso.landlock.abi if iso and iso.landlock else None})
+    if iso is None:
+        return 1
+    children_path = _children_file()
 
-    sel = selectors.DefaultSelector()
-    os.set_blocking(ctl_in, False)
-    sel.register(ctl_in, selectors.EVENT_READ, ("ctl", None))
+    ep = select.epoll()
+    handlers = {ctl_in: ("ctl", None)}
+    ep.register(ctl_in, select.EPOLLIN)
     inbuf = bytearray()
     jobs = {}
+    by_pid = {}
+    queue = collections.deque()
     ctl_open = True
+    seq = 0
 
     def start(req):
-        job = Job(req)
+        nonlocal seq
+        seq += 1
+        jobdir = f"{ROOT}/{seq}"
+        job = Job(req, jobdir)
+        stdin_fd = devnull
         try:
-            os.mkdir(job.ws, 0o700)
-            for rel, b64 in (req.get("files") or {}).items():
-                path = os.path.join(job.ws, rel)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "wb") as f:
-                    f.write(base64.b64decode(b64))
-            data = base64.b64decode(req.get("stdin") or "")
+            os.mkdir(jobdir, 0o700)
+            os.mkdir(jobdir + "/w", 0o700)
+            os.mkdir(jobdir + "/t", 0o700)
+            files = req.get("files")
+            if files:
+                for rel, b64 in files.items():
+                    path = os.path.join(jobdir, "w", rel)
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    with open(path, "wb") as f:
+                        f.write(base64.b64decode(b64))
+            data = base64.b64decode(req["stdin"]) if req.get("stdin") else b""
             if data:
-                stdin_path = job.ws + ".stdin"
+                stdin_path = jobdir + "/stdin"
                 with open(stdin_path, "wb") as f:
                     f.write(data)
-                stdin_fd = os.open(stdin_path, os.O_RDONLY)
+                stdin_fd = os.open(stdin_path, os.O_RDONLY | os.O_CLOEXEC)
                 os.unlink(stdin_path)
-            else:
-                stdin_fd = os.open(os.devnull, os.O_RDONLY)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
+            iso_fd = iso.prepare(jobdir)
         except OSError as e:
-            shutil.rmtree(job.ws, ignore_errors=True)
+            shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return
         try:
             pid = os.fork()
         except OSError as e:
-            for fd in (stdin_fd, out_r, out_w, err_r, err_w):
-                os.close(fd)
-            shutil.rmtree(job.ws, ignore_errors=True)
+            for fd in (out_r, out_w, err_r, err_w, iso_fd):
+                if fd >= 0:
+                    os.close(fd)
+            if stdin_fd != devnull:
+                os.close(stdin_fd)
+            shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"fork failed: {e}"})
             return
         if pid == 0:
             try:
-                child_main(req, job.ws, stdin_fd, out_w, err_w)
+                child_main(req, iso, jobdir, stdin_fd, out_w, err_w)
             finally:
                 os._exit(121)
-        for fd in (stdin_fd, out_w, err_w):
-            os.close(fd)
+        os.close(out_w)
+        os.close(err_w)
+        if iso_fd >= 0:
+            os.close(iso_fd)
+        if stdin_fd != devnull:
+            os.close(stdin_fd)
         job.pid = pid
         job.pidfd = os.pidfd_open(pid)
-        for fd in (out_r, err_r):
-            os.set_blocking(fd, False)
-            job.bufs[fd] = bytearray()
-            job.trunc[fd] = False
-            sel.register(fd, selectors.EVENT_READ, ("out", job))
         job.out_fd, job.err_fd = out_r, err_r
-        job.open = 2
-        sel.register(job.pidfd, selectors.EVENT_READ, ("exit", job))
+        for fd, kind in ((out_r, "out"), (err_r, "err"), (job.pidfd, "exit")):
+            handlers[fd] = (kind, job)
+            ep.register(fd, select.EPOLLIN)
         jobs[job.id] = job
+        by_pid[pid] = job
 
     def kill(job, sig):
         try:
@@ -264,39 +492,68 @@ def main():
         except OSError:
             pass
 
+    def strays_possible():
+        """Whether a process outside the running executions may exist (cheap check)."""
+        if children_path is None:
+            return True
+        fd = os.open(children_path, os.O_RDONLY)
+        try:
+            kids = os.read(fd, 65536).split()
+        finally:
+            os.close(fd)
+        return any(int(k) not in by_pid for k in kids)
+
     def finish(job):
         del jobs[job.id]
-        out = {"id": job.id, "killed_for": job.killed_for,
-               "stdout": base64.b64encode(bytes(job.bufs[job.out_fd])).decode(),
-               "stderr": base64.b64encode(bytes(job.bufs[job.err_fd])).decode(),
-               "stdout_truncated": job.trunc[job.out_fd],
-               "stderr_truncated": job.trunc[job.err_fd],
-               "wall_s": time.monotonic() - job.t0,
-               "cpu_s": job.ru.ru_utime + job.ru.ru_stime,
-               "peak_memory_mib": job.ru.ru_maxrss / 1024.0}
+        by_pid.pop(job.pid, None)
+        ru = job.ru
         rc = os.waitstatus_to_exitcode(job.status)
-        out["exit_code"] = rc if rc >= 0 else None
-        out["signal"] = -rc if rc < 0 else None
-        files = {}
-        for rel in job.req.get("collect") or []:
-            path = os.path.join(job.ws, rel)
-            try:
-                if os.path.realpath(path) != os.path.normpath(path):
-                    continue  # goes through a symlink: never follow the program's links
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                with os.fdopen(fd, "rb") as f:
-                    files[rel] = base64.b64encode(f.read(64 << 20)).decode()
-            except OSError:
-                pass
-        out["files"] = files
-        stray_sweep({j.pid for j in jobs.values()})
-        shutil.rmtree(job.ws, ignore_errors=True)
-        send(ctl_out, out)
+        out = {"id": job.id, "killed_for": job.killed_for,
+               "stdout_truncated": job.trunc_out, "stderr_truncated": job.trunc_err,
+               "wall_s": time.monotonic() - job.t0,
+               "cpu_s": ru.ru_utime + ru.ru_stime, "peak_memory_mib": ru.ru_maxrss / 1024.0,
+               "exit_code": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None}
+        collect = job.req.get("collect")
+        if collect:
+            files = {}
+            for rel in collect:
+                path = os.path.join(job.dir, "w", rel)
+                try:
+                    if os.path.realpath(path) != os.path.normpath(path):
+                        continue  # goes through a symlink: never follow the program's links
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                    with os.fdopen(fd, "rb") as f:
+                        files[rel] = base64.b64encode(f.read(64 << 20)).decode()
+                except OSError:
+                    pass
+            out["files"] = files
+        if strays_possible():
+            stray_sweep({j.pid for j in jobs.values()})
+            reap()
+        _remove(job.dir)
+        send(ctl_out, out, bytes(job.out), bytes(job.err))
 
-    while ctl_open or jobs:
+    def reap():
+        # our children: executions (their pidfd fired) and orphans (we are subreaper)
+        while True:
+            try:
+                pid, status, ru = os.wait3(os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            j = by_pid.get(pid)
+            if j is not None and not j.exited:
+                j.status, j.ru, j.exited = status, ru, True
+                kill(j, signal.SIGKILL)  # background children of the execution
+                j.kill_at = time.monotonic() + 0.05
+
+    while ctl_open or jobs or queue:
+        while queue and len(jobs) < workers:
+            start(queue.popleft())
         now = time.monotonic()
         timeout = 1.0
-        for job in list(jobs.values()):
+        for job in jobs.values():
             if job.killed_for is None and not job.exited and now >= job.deadline:
                 job.killed_for = "timeout_s"
                 kill(job, signal.SIGTERM)
@@ -305,72 +562,62 @@ def main():
                 kill(job, signal.SIGKILL)
                 if job.exited:  # a daemon (own session) still holds the output pipes
                     stray_sweep({j.pid for j in jobs.values() if not j.exited})
+                    reap()
                 job.kill_at = now + 0.2
-            for t in (job.deadline if job.killed_for is None else None, job.kill_at):
-                if t is not None:
-                    timeout = min(timeout, max(0.0, t - now))
-        for key, _ in sel.select(timeout + 0.001):
-            kind, job = key.data
+            if job.killed_for is None and not job.exited:
+                timeout = min(timeout, job.deadline - now)
+            if job.kill_at is not None:
+                timeout = min(timeout, job.kill_at - now)
+        reaped = False
+        for fd, _ in ep.poll(max(0.0, timeout) + 0.001):
+            kind, job = handlers[fd]
             if kind == "ctl":
-                try:
-                    chunk = os.read(ctl_in, 1 << 20)
-                except BlockingIOError:
-                    continue
+                chunk = os.read(ctl_in, 1 << 20)
                 if not chunk:
-                    sel.unregister(ctl_in)
+                    ep.unregister(ctl_in)
                     ctl_open = False
+                    queue.clear()
                     for j in jobs.values():
                         kill(j, signal.SIGKILL)
                     continue
                 inbuf += chunk
                 while len(inbuf) >= 4:
-                    (n,) = struct.unpack(">I", inbuf[:4])
+                    (n,) = _LEN.unpack_from(inbuf)
                     if len(inbuf) < 4 + n:
                         break
-                    req = json.loads(bytes(inbuf[4:4 + n]))
+                    queue.append(json.loads(bytes(inbuf[4:4 + n])))
                     del inbuf[:4 + n]
-                    start(req)
             elif kind == "exit":
-                sel.unregister(job.pidfd)
-                os.close(job.pidfd)
+                ep.unregister(fd)
+                del handlers[fd]
+                os.close(fd)
                 job.pidfd = -1
+                if not reaped:
+                    reap()
+                    reaped = True
             else:
-                fd = key.fd
-                try:
-                    chunk = os.read(fd, 65536)
-                except BlockingIOError:
-                    continue
+                chunk = os.read(fd, 65536)  # level-triggered: never blocks
                 if not chunk:
-                    sel.unregister(fd)
+                    ep.unregister(fd)
+                    del handlers[fd]
                     os.close(fd)
                     job.open -= 1
-                else:
-                    buf = job.bufs[fd]
-                    room = job.req["max_output_bytes"] - len(buf)
-                    if len(chunk) > room:
-                        buf += chunk[:max(room, 0)]
-                        job.trunc[fd] = True
-                        if job.killed_for is None and not job.exited:
-                            job.killed_for = "max_output_kib"
-                            kill(job, signal.SIGKILL)
+                    continue
+                buf = job.out if kind == "out" else job.err
+                room = job.limit - len(buf)
+                if len(chunk) > room:
+                    buf += chunk[:max(room, 0)]
+                    if kind == "out":
+                        job.trunc_out = True
                     else:
-                        buf += chunk
-        # reap our children: executions (their pidfd fired) and orphans (we are subreaper)
-        while True:
-            try:
-                pid, status, ru = os.wait3(os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            for j in jobs.values():
-                if j.pid == pid and not j.exited:
-                    j.status, j.ru, j.exited = status, ru, True
-                    kill(j, signal.SIGKILL)  # background children of the execution
-                    j.kill_at = time.monotonic() + 0.05
-        for j in list(jobs.values()):
-            if j.exited and j.open == 0:
-                finish(j)
+                        job.trunc_err = True
+                    if job.killed_for is None and not job.exited:
+                        job.killed_for = "max_output_kib"
+                        kill(job, signal.SIGKILL)
+                else:
+                    buf += chunk
+        for j in [j for j in jobs.values() if j.exited and j.open == 0]:
+            finish(j)
     return 0
 
 

@@ -1,13 +1,18 @@
 """``ForkServer``: the fast path for many short Python executions.
 
 A warm interpreter (with ``preload`` modules imported) runs inside one bwrap sandbox
-and forks one child per execution; each child gets its own rlimits, session, output
-pipes and a fresh workspace directory, and is reaped (see ``_fs_server.py``). Forking
-costs ~1 ms where a fresh sandboxed interpreter costs ~50-300 ms.
+and forks one child per execution; each child gets its own isolation (Landlock +
+a user namespace, or user + mount namespaces where Landlock is missing; see
+``ForkServer.isolation``), rlimits, session, output pipes and a fresh workspace
+directory, and is reaped (see ``_fs_server.py``). A fork costs ~1-2 ms of CPU where a
+fresh sandboxed interpreter costs ~50-300 ms.
 
 Thread-safe: any number of threads may call :meth:`ForkServer.run_python`; at most
-``workers`` executions run at once, the rest wait. If the server dies, pending calls
-raise ``SandboxError`` and the next call starts a new server.
+``workers`` executions run at once. Up to ``2 * workers`` requests are handed to the
+server (the extra ones wait in its FIFO queue, so a freed slot is refilled without a
+round trip to the host); the rest wait in the host. Waiting is not counted in an
+execution's wall time. If the server dies, pending calls raise ``SandboxError`` and
+the next call starts a new server.
 """
 
 from __future__ import annotations
@@ -42,7 +47,10 @@ DEFAULT_PRELOAD = ("typing", "math", "re", "collections", "itertools", "functool
 once in the server instead of once per execution is most of the fork-server's win)."""
 
 _SERVER_SRC = (Path(__file__).with_name("_fs_server.py")).read_text()
-_ISOLATION_FAILED = 125  # exit code of a child whose namespaces could not be set up
+_ISOLATION_FAILED = 125  # exit code of a child whose isolation could not be set up
+_HEAD = struct.Struct(">III")  # reply: JSON length, stdout length, stderr length
+_LEN = struct.Struct(">I")  # request: JSON length
+ISOLATIONS = ("landlock", "namespaces")
 
 
 class _Server:
@@ -50,7 +58,7 @@ class _Server:
 
     def __init__(self, fs: ForkServer) -> None:
         self.lock = threading.Lock()
-        self.pending: dict[int, Future] = {}
+        self.pending: dict[int, tuple[Future, float]] = {}
         self.dead: str | None = None
         lim = fs.limits
         server_lim = lim.replace(
@@ -58,9 +66,10 @@ class _Server:
             max_pids=fs.workers * (lim.max_pids + 2) + 16,
             max_file_mib=fs.workers * lim.max_file_mib + 64)
         self.slot = SlotLock() if os.geteuid() == 0 else None
+        cfg = {"preload": list(fs.preload), "workers": fs.workers, "isolation": fs.isolation_pref}
         # children get their workspaces on the server's private /tmp: nothing on the host
         prep = bwrap_backend.prepare(
-            [fs.python, "-c", _SERVER_SRC, json.dumps(list(fs.preload))], server_lim,
+            [fs.python, "-c", _SERVER_SRC, json.dumps(cfg)], server_lim,
             None, slot=self.slot, python=fs.python)
         try:
             self.proc = subprocess.Popen(
@@ -70,20 +79,25 @@ class _Server:
         except (OSError, subprocess.SubprocessError) as e:
             self._release()
             raise SandboxError(f"fork-server could not start: {e}") from e
-        assert self.proc.stdout is not None
+        assert self.proc.stdout is not None and self.proc.stdin is not None
         self.out = self.proc.stdout
-        hello = self._read_frame()
-        if hello is None or not hello.get("hello"):
+        self.stdin = self.proc.stdin
+        frame = self._read_frame()
+        hello = frame[0] if frame else None
+        if hello is None or not hello.get("hello") or not hello.get("isolation"):
             err = self.proc.stderr.read().decode("utf-8", "replace") if self.proc.stderr else ""
+            why = (hello or {}).get("isolation_errors") or err.strip()[-2000:]
             self.kill()
-            raise SandboxError(f"fork-server failed to start: {err.strip()[-2000:]}")
+            raise SandboxError(f"fork-server failed to start: {why}")
         self.vm_mib = float(hello["vm_mib"])
         self.preload_errors: dict[str, str] = hello.get("preload_errors", {})
+        self.isolation: str = hello["isolation"]
+        self.landlock_abi: int | None = hello.get("landlock_abi")
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         threading.Thread(target=self._reader, daemon=True, name="forkserver-reader").start()
 
     def _read_exact(self, n: int) -> bytes | None:
-        data = b""
+        data = self.out.read(n)
         while len(data) < n:
             chunk = self.out.read(n - len(data))
             if not chunk:
@@ -91,12 +105,16 @@ class _Server:
             data += chunk
         return data
 
-    def _read_frame(self) -> dict | None:
-        head = self._read_exact(4)
+    def _read_frame(self) -> tuple[dict, bytes, bytes] | None:
+        head = self._read_exact(12)
         if head is None:
             return None
-        body = self._read_exact(struct.unpack(">I", head)[0])
-        return None if body is None else json.loads(body)
+        n_json, n_out, n_err = _HEAD.unpack(head)
+        body = self._read_exact(n_json + n_out + n_err)
+        if body is None:
+            return None
+        return (json.loads(body[:n_json]), body[n_json:n_json + n_out],
+                body[n_json + n_out:])
 
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
@@ -106,38 +124,40 @@ class _Server:
     def _reader(self) -> None:
         while True:
             try:
-                msg = self._read_frame()
+                frame = self._read_frame()
             except (OSError, ValueError):
-                msg = None
-            if msg is None:
+                frame = None
+            if frame is None:
                 break
             with self.lock:
-                fut = self.pending.pop(msg.get("id"), None)
+                fut, _ = self.pending.pop(frame[0].get("id"), (None, 0.0))
             if fut is not None:
-                fut.set_result(msg)
+                fut.set_result(frame)
         self.proc.wait()
         with self.lock:
             self.dead = f"fork-server exited (status {self.proc.returncode})"
             pending, self.pending = self.pending, {}
-        for fut in pending.values():
+        for fut, _ in pending.values():
             fut.set_exception(SandboxError(self.dead))
         self._release()
 
-    def send(self, rid: int, req: dict) -> Future:
+    def send(self, rid: int, req: dict, budget_s: float) -> tuple[Future, float]:
+        """Queue ``req`` in the server; returns its future and how long to wait for it
+        (``budget_s`` plus the budgets of the requests already there, which may run first)."""
         fut: Future = Future()
         data = json.dumps(req).encode()
         with self.lock:
             if self.dead:
                 raise SandboxError(self.dead)
-            self.pending[rid] = fut
+            wait_s = budget_s + sum(b for _, b in self.pending.values())
+            self.pending[rid] = (fut, budget_s)
             try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(struct.pack(">I", len(data)) + data)
-                self.proc.stdin.flush()
+                self.stdin.write(_LEN.pack(len(data)) + data)
+                self.stdin.flush()
             except (OSError, ValueError) as e:
                 self.pending.pop(rid, None)
                 raise SandboxError(f"fork-server pipe broken: {e}") from e
-        return fut
+        return fut, wait_s
 
     def kill(self) -> None:
         try:
@@ -169,26 +189,39 @@ class ForkServer:
         workers: executions running at once (default: available CPUs).
         python: interpreter of the server (default ``sys.executable``).
         transcript_path: JSONL record of every execution, or None.
+        isolation: ``"landlock"``, ``"namespaces"`` or None (the first of those two that
+            works here; see :attr:`isolation`).
+
+    Workspace of an execution: its cwd, empty at start. With ``landlock`` isolation it
+    is a directory of the server's private ``/tmp`` (``$TMPDIR`` and ``$HOME`` point to a
+    second private directory; nothing else is writable, ``/tmp`` itself included); with
+    ``namespaces`` it is mounted at ``/workspace`` and ``/tmp`` is a private tmpfs.
 
     Raises (from :meth:`run_python`):
         SandboxUnavailableError: bwrap cannot run here.
-        SandboxError: the server failed (it is restarted on the next call).
+        SandboxError: the server failed (it is restarted on the next call), or no
+            isolation works here.
     """
 
     def __init__(self, preload: list[str] | tuple[str, ...] = (),
                  limits: Limits | str | None = "default", *, workers: int | None = None,
                  python: str | None = None,
-                 transcript_path: str | os.PathLike[str] | None = None) -> None:
+                 transcript_path: str | os.PathLike[str] | None = None,
+                 isolation: str | None = None) -> None:
+        if isolation is not None and isolation not in ISOLATIONS:
+            raise ValueError(f"isolation must be one of {ISOLATIONS} or None, got {isolation!r}")
         self.preload = list(dict.fromkeys([*DEFAULT_PRELOAD, *preload]))
         self.limits = resolve_limits(limits)
         self.workers = workers or available_cpus()
         self.python = python or sys.executable
+        self.isolation_pref = isolation
         self.transcript = Transcript(transcript_path) if transcript_path else None
-        self._slots = threading.BoundedSemaphore(self.workers)
+        self._slots = threading.BoundedSemaphore(2 * self.workers)
         self._start_lock = threading.Lock()
         self._server: _Server | None = None
         self._ids = itertools.count(1)
         self._closed = False
+        self._rlimits: dict[tuple[Limits, float], list[tuple[int, int, int]]] = {}
         self.restarts = 0
 
     def __enter__(self) -> ForkServer:
@@ -203,7 +236,17 @@ class ForkServer:
         """Module name -> error for preload modules that failed to import in the server."""
         return dict(self._get_server().preload_errors)
 
+    @property
+    def isolation(self) -> str:
+        """How children are isolated from each other and from the server: ``"landlock"``
+        (a Landlock domain per child + its own user namespace) or ``"namespaces"`` (user +
+        mount namespace per child). Starts the server if needed."""
+        return self._get_server().isolation
+
     def _get_server(self) -> _Server:
+        server = self._server
+        if server is not None and not server.dead and not self._closed:
+            return server
         with self._start_lock:
             if self._closed:
                 raise SandboxError("ForkServer is closed")
@@ -223,44 +266,57 @@ class ForkServer:
             stdin: bytes or text fed to standard input.
             files: workspace-relative path -> content, written before the run.
             collect: workspace files to return in ``ExecResult.files``.
+
+        Raises:
+            SandboxError: the server failed or did not answer in time (see the class).
         """
-        lim = resolve_limits(limits, self.limits)
-        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-        enc_files = {}
-        for rel, content in (files or {}).items():
-            _safe_rel(rel)
-            raw = content.encode() if isinstance(content, str) else bytes(content)
-            enc_files[rel] = base64.b64encode(raw).decode()
+        lim = self.limits if limits is None else resolve_limits(limits, self.limits)
+        req: dict = {"code": code, "timeout_s": lim.timeout_s, "grace_s": lim.kill_grace_s,
+                     "max_output_bytes": lim.max_output_bytes,
+                     "tmp_bytes": int(lim.max_file_mib * 1024 * 1024)}
+        if stdin:
+            data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+            req["stdin"] = base64.b64encode(data).decode()
+        if files:
+            enc_files = {}
+            for rel, content in files.items():
+                _safe_rel(rel)
+                raw = content.encode() if isinstance(content, str) else bytes(content)
+                enc_files[rel] = base64.b64encode(raw).decode()
+            req["files"] = enc_files
+        if collect:
+            req["collect"] = list(collect)
         started = time.time()
         with self._slots:
             server = self._get_server()
-            req = {"id": next(self._ids), "code": code,
-                   "stdin": base64.b64encode(data).decode(), "files": enc_files,
-                   "collect": list(collect or []),
-                   "rlimits": _child_rlimits(lim, server.vm_mib, self.workers),
-                   "timeout_s": lim.timeout_s, "grace_s": lim.kill_grace_s,
-                   "max_output_bytes": lim.max_output_bytes,
-                   "tmp_bytes": int(lim.max_file_mib * 1024 * 1024)}
-            fut = server.send(req["id"], req)
+            key = (lim, server.vm_mib)
+            rl = self._rlimits.get(key)
+            if rl is None:
+                if len(self._rlimits) > 64:
+                    self._rlimits.clear()
+                rl = self._rlimits[key] = _child_rlimits(lim, server.vm_mib, self.workers)
+            req["rlimits"] = rl
+            req["id"] = rid = next(self._ids)
+            fut, wait_s = server.send(rid, req, lim.timeout_s + lim.kill_grace_s + 1.0)
             try:
-                msg = fut.result(timeout=lim.timeout_s + lim.kill_grace_s + 30.0)
+                msg, out, err = fut.result(timeout=wait_s + 30.0)
             except TimeoutError as e:
                 server.kill()
                 raise SandboxError("fork-server did not answer in time; restarted") from e
         if msg.get("error"):
             raise SandboxError(f"fork-server: {msg['error']}")
-        if msg["exit_code"] == _ISOLATION_FAILED and msg["stderr"]:
-            err = base64.b64decode(msg["stderr"]).decode("utf-8", "replace")
-            if err.startswith("polyrl fork-server: cannot isolate"):
-                raise SandboxError(err.strip())
+        if msg["exit_code"] == _ISOLATION_FAILED and err.startswith(
+                b"polyrl fork-server: cannot isolate"):
+            raise SandboxError(err.decode("utf-8", "replace").strip())
         raw = RawRun(
-            returncode=msg["exit_code"], term_signal=msg["signal"],
-            stdout=base64.b64decode(msg["stdout"]), stderr=base64.b64decode(msg["stderr"]),
+            returncode=msg["exit_code"], term_signal=msg["signal"], stdout=out, stderr=err,
             stdout_truncated=msg["stdout_truncated"], stderr_truncated=msg["stderr_truncated"],
             wall_s=msg["wall_s"], cpu_s=msg["cpu_s"], peak_memory_mib=msg["peak_memory_mib"],
             killed_for=msg["killed_for"])
         res = to_exec_result([self.python, "-c", code], raw, lim, started, shell_status=False)
-        res.files = {k: base64.b64decode(v) for k, v in msg.get("files", {}).items()}
+        files_out = msg.get("files")
+        if files_out:
+            res.files = {k: base64.b64decode(v) for k, v in files_out.items()}
         if self.transcript is not None:
             self.transcript.record(res, backend="forkserver", limits=lim, kind="forkserver")
         return res
@@ -272,7 +328,6 @@ class ForkServer:
             server, self._server = self._server, None
         if server is not None:
             server.kill()
-
 
 
 def _child_rlimits(lim: Limits, server_vm_mib: float, workers: int) -> list[tuple[int, int, int]]:

@@ -30,6 +30,9 @@ class UpdateOptions:
         kl_coef, kl_estimator: KL-to-reference weight and estimator.
         kl_is_correction: multiply the KL by the ratio (see ``grpo_loss``).
         micro_batch_size: sequences per forward/backward.
+        num_iterations: optimizer steps on the same groups (GRPO's mu, "DeepSeekMath",
+            arXiv 2402.03300); the first is on-policy (ratio 1), later ones clip the
+            ratio to the log-probs of the first pass.
         max_grad_norm: gradient clipping norm.
         temperature: sampling temperature the logprobs are computed at.
         max_tokens: constant length of ``seq-mean-token-sum-norm``, tokens.
@@ -46,6 +49,7 @@ class UpdateOptions:
     kl_estimator: str = "k3"
     kl_is_correction: bool = False
     micro_batch_size: int = 16
+    num_iterations: int = 1
     max_grad_norm: float = 1.0
     temperature: float = 1.0
     max_tokens: int | None = None
@@ -168,7 +172,8 @@ def policy_update(
     ref_logprobs_fn: Callable[[Chunk], torch.Tensor] | None = None,
     step_optimizer: bool = True,
 ) -> UpdateStats:
-    """Compute the GRPO-family loss over ``groups`` and take one optimizer step.
+    """Compute the GRPO-family loss over ``groups`` and take ``opts.num_iterations``
+    optimizer steps (1 = on-policy; more reuse the samples under the PPO clip).
 
     Args:
         model: the policy (train mode is set here).
@@ -186,43 +191,70 @@ def policy_update(
     if not groups:
         return stats
     model.train()
-    optimizer.zero_grad(set_to_none=True)
     denom = _denominator(groups, opts.loss_agg)
     n_tok_total = _trained_tokens(groups)
     device = next(model.parameters()).device
     autocast = (torch.autocast(device.type, dtype=opts.autocast_dtype)
                 if opts.autocast_dtype is not None else contextlib.nullcontext())
-    for chunk in micro_batches(groups, opts.micro_batch_size):
-        with autocast:
-            out = chunk_logprobs(model, chunk, opts, with_entropy=True)
-        adv = torch.tensor([g.advantages[i] for g, idx in chunk for i in idx],
-                           dtype=torch.float32, device=device)  # (n,)
-        weights = _importance_weights(chunk, out.logprobs, out.mask, opts.is_clip)
-        ref = None
-        if opts.kl_coef > 0:
-            if ref_logprobs_fn is None:
-                raise ValueError("kl_coef > 0 needs a reference model")
-            ref = ref_logprobs_fn(chunk)
-        res = grpo_loss(out.logprobs, out.logprobs.detach(), adv, out.mask,
-                        clip_eps_low=opts.clip_eps_low, clip_eps_high=opts.clip_eps_high,
-                        loss_agg=opts.loss_agg, ref_logprobs=ref, kl_coef=opts.kl_coef,
-                        kl_estimator=opts.kl_estimator, kl_is_correction=opts.kl_is_correction,
-                        importance_weights=weights,
-                        normalizer=denom, max_tokens=opts.max_tokens)
-        res.loss.backward()
-        share = float(out.mask.sum()) / max(1, n_tok_total)  # this chunk's token share
-        stats.loss += float(res.loss.detach())
-        stats.policy_loss += float(res.policy_loss)
-        stats.kl += float(res.kl) * share
-        stats.clip_fraction += float(res.clip_fraction) * share
-        stats.entropy += float((out.entropy * out.mask).sum()) / max(1, n_tok_total)
-        stats.is_weight += float(weights.sum() - out.mask.sum()) / max(1, n_tok_total)
-        stats.tokens += sum(len(g.prompt_ids) + len(g.completions[i]) for g, idx in chunk
-                            for i in idx)
-        stats.sequences += len(adv)
-        stats.micro_batches += 1
+    chunks = micro_batches(groups, opts.micro_batch_size)
+    first: list[tuple[torch.Tensor, torch.Tensor]] = []  # per chunk: old log-probs, IS weights
     params = [p for p in model.parameters() if p.requires_grad]
-    stats.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, opts.max_grad_norm))
-    if step_optimizer:
-        optimizer.step()
+    for iteration in range(max(1, opts.num_iterations)):
+        optimizer.zero_grad(set_to_none=True)
+        it = UpdateStats()
+        for c, chunk in enumerate(chunks):
+            with autocast:
+                out = chunk_logprobs(model, chunk, opts, with_entropy=True)
+            if iteration == 0:
+                first.append((out.logprobs.detach(),
+                              _importance_weights(chunk, out.logprobs, out.mask, opts.is_clip)))
+            old, weights = first[c]
+            _chunk_loss(model, chunk, out, old, weights, opts, denom, n_tok_total, it,
+                        ref_logprobs_fn)
+        it.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, opts.max_grad_norm))
+        if step_optimizer:
+            optimizer.step()
+        if iteration == 0:
+            stats = it  # the on-policy pass: loss, KL, entropy and gradient norm
+        else:
+            stats.clip_fraction = it.clip_fraction  # of the last pass (0 on the first)
+            stats.tokens += it.tokens
+            stats.micro_batches += it.micro_batches
     return stats
+
+
+def _chunk_loss(model: torch.nn.Module, chunk: Chunk, out: TokenLogprobs,
+                old: torch.Tensor, weights: torch.Tensor, opts: UpdateOptions, denom: float,
+                n_tok_total: int, stats: UpdateStats,
+                ref_logprobs_fn: Callable[[Chunk], torch.Tensor] | None) -> None:
+    """Backward of one micro-batch's loss; adds its figures to ``stats``.
+
+    ``old``: (n, T) log-probs the ratio is taken against; ``weights``: (n, T)
+    importance weights of replayed rows (1 elsewhere), times the mask.
+    """
+    device = out.logprobs.device
+    adv = torch.tensor([g.advantages[i] for g, idx in chunk for i in idx],
+                       dtype=torch.float32, device=device)  # (n,)
+    ref = None
+    if opts.kl_coef > 0:
+        if ref_logprobs_fn is None:
+            raise ValueError("kl_coef > 0 needs a reference model")
+        ref = ref_logprobs_fn(chunk)
+    res = grpo_loss(out.logprobs, old, adv, out.mask,
+                    clip_eps_low=opts.clip_eps_low, clip_eps_high=opts.clip_eps_high,
+                    loss_agg=opts.loss_agg, ref_logprobs=ref, kl_coef=opts.kl_coef,
+                    kl_estimator=opts.kl_estimator, kl_is_correction=opts.kl_is_correction,
+                    importance_weights=weights,
+                    normalizer=denom, max_tokens=opts.max_tokens)
+    res.loss.backward()
+    share = float(out.mask.sum()) / max(1, n_tok_total)  # this chunk's token share
+    stats.loss += float(res.loss.detach())
+    stats.policy_loss += float(res.policy_loss)
+    stats.kl += float(res.kl) * share
+    stats.clip_fraction += float(res.clip_fraction) * share
+    stats.entropy += float((out.entropy * out.mask).sum()) / max(1, n_tok_total)
+    stats.is_weight += float(weights.sum() - out.mask.sum()) / max(1, n_tok_total)
+    stats.tokens += sum(len(g.prompt_ids) + len(g.completions[i]) for g, idx in chunk
+                        for i in idx)
+    stats.sequences += len(adv)
+    stats.micro_batches += 1
