@@ -65,9 +65,9 @@ def test_report_command_regenerates_from_run_dir(tmp_path: Path):
 
 def test_report_and_resume_of_a_non_run_dir_fail_cleanly(tmp_path: Path):
     r = polyrl("report", str(tmp_path / "nope"))
-    assert r.returncode == 1 and "not a directory" in r.stderr
+    assert r.returncode == 2 and "not a directory" in r.stderr
     r = polyrl("resume", str(tmp_path))
-    assert r.returncode == 1 and "not a polyrl run directory" in r.stderr
+    assert r.returncode == 2 and "not a polyrl run directory" in r.stderr
 
 
 def test_run_with_an_unknown_domain_fails_before_making_a_run_dir(tmp_path: Path):

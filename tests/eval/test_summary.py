@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from polyrl.eval.evaluate import SampleRow
-from polyrl.eval.summary import compare, improved, read_rows, summary_markdown, write_rows
+from polyrl.eval.summary import (
+    compare,
+    improved,
+    read_rows,
+    regressed,
+    summary_markdown,
+    verdict,
+    write_rows,
+)
 from tests.eval.conftest import fabricate_rows
 
 
@@ -35,6 +43,11 @@ def test_improved_lists_domains_whose_interval_is_above_zero():
     lo, hi = doms["code/gen-v1"]["delta_ci95"]
     assert lo < 0 < hi
     assert doms["math/arith-v1"]["baseline_passed"] is not None
+    # swapping baseline and post turns the improvements into regressions
+    back = compare(post, base, seed=0)
+    assert regressed(back) == ["math/arith-v1", "recall/needle-v1"] and improved(back) == []
+    assert [verdict(v) for v in back.values()] == ["worse", "worse", "no"]
+    assert [verdict(v) for v in doms.values()] == ["yes", "yes", "no"]
 
 
 def test_rows_roundtrip_and_bad_line(tmp_path: Path):

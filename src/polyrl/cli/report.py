@@ -21,6 +21,6 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None
     try:
         path = write_report(run_dir)
     except (FileNotFoundError, ValueError) as e:
-        fail(str(e))
+        fail(str(e), code=2)  # a usage error, like a bad config
     log(f"report written: {path}")
     typer.echo(str(path))

@@ -99,7 +99,7 @@ def run(
     try:
         path = new_run(cfg, run_dir)
     except FileExistsError as e:
-        fail(str(e))
+        fail(str(e), code=2)
     log(f"run directory: {path}")
     _finish(path)
 
@@ -114,7 +114,7 @@ def resume(
     try:
         st = read_state(run_dir)
     except FileNotFoundError as e:
-        fail(str(e))
+        fail(str(e), code=2)
     if st.get("status") == "done":
         log(f"{run_dir}: already finished; `polyrl report {run_dir}` regenerates its report")
         typer.echo(str(run_dir))

@@ -36,7 +36,7 @@ from polyrl.config import RunConfig, dump_config, load_config
 from polyrl.eval import setup
 from polyrl.eval.evaluate import EvalReport, evaluate
 from polyrl.eval.report import report
-from polyrl.eval.summary import compare, improved, read_rows, write_rows
+from polyrl.eval.summary import compare, improved, read_rows, regressed, write_rows
 
 STAGES = ("base_model", "baseline", "train", "post", "report")
 STATE_FILE = "run_state.json"
@@ -270,6 +270,9 @@ class _Job:
             self.state["train_s"] = self.state.get("train_s", 0.0) + time.monotonic() - t0
             self.state["steps"] = trainer.step
             self.hooks.end()
+        if trainer.step < self.cfg.train.steps:
+            self.hooks.log(f"RL stopped at step {trainer.step} of {self.cfg.train.steps}: the "
+                           f"time budget (run.time_budget_s = {budget:g} s) was reached")
         final = self.run_dir / "final"
         trainer.model.save_pretrained(final)
         self._policy().tokenizer.save_pretrained(final)
@@ -294,7 +297,8 @@ class _Job:
                        seed=self.cfg.run.seed)
         wall = self.state.get("wall_s", 0.0) + time.monotonic() - self.session_start
         summary = {"run_id": self.run_dir.name, "wall_s": round(wall, 1),
-                   "improved_domains": improved(doms), "steps": self.state.get("steps", 0),
+                   "improved_domains": improved(doms), "regressed_domains": regressed(doms),
+                   "steps": self.state.get("steps", 0),
                    "stages_s": {k: round(v, 1) for k, v in self.state["stages_s"].items()},
                    "stages_cpu_s": self.state.get("stages_cpu_s", {}),
                    "base_model": self.state.get("base_model"),
@@ -303,6 +307,9 @@ class _Job:
         report(self.run_dir)
         self.hooks.log(f"improved domains: {len(summary['improved_domains'])} of {len(doms)} "
                        f"({', '.join(summary['improved_domains']) or 'none'})")
+        if summary["regressed_domains"]:
+            self.hooks.log(f"worse after RL (interval below 0): "
+                           f"{', '.join(summary['regressed_domains'])}")
 
 
 def _cpu_s() -> float:

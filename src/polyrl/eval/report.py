@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from polyrl.eval import plots
-from polyrl.eval.summary import compare, improved, read_rows, summary_markdown
+from polyrl.eval.summary import (
+    compare,
+    improved,
+    read_rows,
+    regressed,
+    summary_markdown,
+    verdict,
+)
 
 PLOTS = (
     ("reward", "Training reward per domain over RL steps", plots.plot_reward),
@@ -72,6 +79,7 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
     else:
         doms = compare(b_rows, p_rows)
     return {"run_id": run_dir.name, "domains": doms, "improved_domains": improved(doms),
+            "regressed_domains": regressed(doms),
             "wall_s": float("nan"), "steps": len(read_metrics(run_dir)), "partial": not p_rows}
 
 
@@ -111,12 +119,12 @@ def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config
     rows = []
     for dom, v in doms.items():
         lo, hi = v.get("delta_ci95") or [None, None]
-        cls = "yes" if dom in imp else "no"
+        cls = verdict(v)
         rows.append(
             f"<tr class='{cls}'><td>{e(dom)}</td><td>{v.get('n')}</td>"
             f"<td>{_f(v.get('baseline'))}</td><td>{_f(v.get('post'))}</td>"
             f"<td>{_f(v.get('delta'), True)}</td><td>[{_f(lo, True)}, {_f(hi, True)}]</td>"
-            f"<td>{'yes' if dom in imp else 'no'}</td></tr>")
+            f"<td>{cls}</td></tr>")
     figs = []
     for title, path in figures:
         data = base64.b64encode(path.read_bytes()).decode()
@@ -126,7 +134,7 @@ def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config
     last = records[-1] if records else {}
     keys = ["step", "reward/mean", "loss/policy", "entropy", "tokens_per_s", "sandbox_s",
             "time/step_s", "replay/size", "score_errors"]
-    metric_rows = "".join(f"<tr><td>{e(k)}</td><td>{_f(last.get(k))}</td></tr>"
+    metric_rows = "".join(f"<tr><td>{e(k)}</td><td>{_f(last.get(k), digits=_digits(last.get(k)))}</td></tr>"
                           for k in keys if k in last)
     stages = summary.get("stages_s") or {}
     stage_txt = ", ".join(f"{e(k)} {v:.0f} s" for k, v in stages.items())
@@ -143,6 +151,7 @@ table {{ border-collapse: collapse; margin: 1em 0; }}
 td, th {{ border: 1px solid #ccc; padding: 4px 10px; text-align: right; }}
 td:first-child, th:first-child {{ text-align: left; }}
 tr.yes td {{ background: #e8f5e9; }}
+tr.worse td {{ background: #fdecea; }}
 figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }}
 .warn {{ color: #a00; }}
@@ -162,6 +171,11 @@ Wall time {_f(wall, digits=0)} s; {summary.get('steps', '?')} RL steps.
 <h2>Config</h2><pre>{e(config)}</pre>
 </body></html>
 """
+
+
+def _digits(x: Any) -> int:
+    """0 decimals for whole numbers (steps, counts), else 3."""
+    return 0 if isinstance(x, (int, float)) and x == x and float(x).is_integer() else 3
 
 
 def _f(x: Any, sign: bool = False, digits: int = 3) -> str:

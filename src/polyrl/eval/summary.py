@@ -110,6 +110,22 @@ def improved(domains: dict[str, dict[str, Any]]) -> list[str]:
             if v["delta_ci95"][0] is not None and v["delta_ci95"][0] > 0]
 
 
+def regressed(domains: dict[str, dict[str, Any]]) -> list[str]:
+    """Ids whose ``delta_ci95`` lies entirely below 0 (post-RL measurably worse)."""
+    return [d for d, v in domains.items()
+            if v["delta_ci95"][1] is not None and v["delta_ci95"][1] < 0]
+
+
+def verdict(stats: dict[str, Any]) -> str:
+    """``"yes"`` (interval above 0), ``"worse"`` (interval below 0) or ``"no"``."""
+    lo, hi = stats.get("delta_ci95") or [None, None]
+    if lo is not None and lo > 0:
+        return "yes"
+    if hi is not None and hi < 0:
+        return "worse"
+    return "no"
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
     """``summary.md``: a table of baseline, post, delta and interval per domain."""
     lines = [f"# polyrl run `{summary.get('run_id', '?')}`", ""]
@@ -118,6 +134,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     lines.append(f"Improved (paired-bootstrap 95% interval of post - baseline above 0): "
                  f"**{len(imp)} of {len(doms)}** domains"
                  + (f" ({', '.join(imp)})" if imp else "") + ".")
+    worse = regressed(doms)
+    if worse:
+        lines.append(f"Worse after RL (interval below 0): {', '.join(worse)}.")
     cpu = summary.get("cpu_s")
     lines.append(f"Wall time: {summary.get('wall_s', float('nan')):.0f} s"
                  + (f" ({cpu:.0f} CPU-seconds)" if cpu else "")
@@ -128,7 +147,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         lo, hi = v["delta_ci95"]
         lines.append(f"| {dom} | {v['n']} | {_f(v['baseline'])} | {_f(v['post'])} | "
                      f"{_f(v['delta'], True)} | [{_f(lo, True)}, {_f(hi, True)}] | "
-                     f"{'yes' if dom in imp else 'no'} |")
+                     f"{verdict(v)} |")
     stages = summary.get("stages_s") or {}
     if stages:
         lines += ["", "Stage times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in stages.items())]
