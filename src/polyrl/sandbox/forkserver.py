@@ -46,7 +46,8 @@ DEFAULT_PRELOAD = ("typing", "math", "re", "collections", "itertools", "functool
 """Stdlib modules every server imports (model code uses them constantly; importing them
 once in the server instead of once per execution is most of the fork-server's win)."""
 
-_SERVER_SRC = (Path(__file__).with_name("_fs_server.py")).read_text()
+_SERVER_SRC = "\n".join(Path(__file__).with_name(name).read_text()  # one program, isolation first
+                        for name in ("_fs_isolation.py", "_fs_server.py"))
 _ISOLATION_FAILED = 125  # exit code of a child whose isolation could not be set up
 _HEAD = struct.Struct(">III")  # reply: JSON length, stdout length, stderr length
 _LEN = struct.Struct(">I")  # request: JSON length
