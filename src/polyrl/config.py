@@ -212,7 +212,9 @@ class SchedulerSection(_Section):
 class EvalSection(_Section):
     """Held-out evaluation before and after training."""
 
-    n_per_domain: int = Field(32, ge=1, description="Held-out test tasks per domain.")
+    n_per_domain: int = Field(32, ge=1, description=(
+        "Held-out test tasks per domain (distinct prompts: fewer when a procedural "
+        "domain's test space is smaller)."))
     samples_per_task: int = Field(1, ge=1, description="Samples per task (pass@k needs > 1).")
     temperature: float = Field(0.0, ge=0, description="0 = greedy.")
     difficulty: list[int] = Field(

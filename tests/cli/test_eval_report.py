@@ -77,3 +77,15 @@ def test_run_with_an_unknown_domain_fails_before_making_a_run_dir(tmp_path: Path
     assert r.returncode == 2
     assert "domains.0.id" in r.stderr and "math/arith" in r.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["run", "--bogus"], "No such option: --bogus"),
+    (["eval"], "Missing option '--policy'"),
+    (["domains"], "List registered domains and check them"),
+])
+def test_usage_errors_print_usage_and_exit_2_without_a_traceback(args, says):
+    r = subprocess.run([sys.executable, "-m", "polyrl", *args], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2
+    assert says in r.stdout + r.stderr and "Traceback" not in r.stderr

@@ -88,7 +88,8 @@ def test_a_broken_sandbox_raises_instead_of_scoring_zero(monkeypatch) -> None:
     from polyrl.errors import SandboxError
     from polyrl.sandbox import ForkServer
 
-    closed = ForkServer(preload=[], limits="default")
+    closed = ForkServer(preload=[], limits="default",
+                        programs={harness.RUNNER: harness.RUNNER_SOURCE})
     closed.close()
     monkeypatch.setitem(harness._servers, 0, closed)
     with pytest.raises(SandboxError):

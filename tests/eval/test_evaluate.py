@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -27,7 +28,7 @@ class FlakyDomain(Domain):
               n: int | None = None, seed: int = 0) -> Iterator[Task]:
         for i in range(n or 4):
             yield Task(id=str(i), domain=self.id, split=split, difficulty=1,
-                       prompt=[{"role": "user", "content": "say ok"}], reference="ok")
+                       prompt=[{"role": "user", "content": f"say ok ({i})"}], reference="ok")
 
     def score(self, task: Task, answer: Answer) -> Score:
         if int(task.id) % 2:
@@ -83,6 +84,19 @@ def test_same_seed_same_heldout_tasks_and_procedural_needs_n():
     assert a == b and all(t.split == "test" for t in heldout_tasks(dom, 8, seed=5))
     with pytest.raises(ValueError, match="procedural"):
         heldout_tasks(dom, 0)
+
+
+def test_procedural_heldout_tasks_are_distinct_and_stop_when_the_space_is_exhausted():
+    """A small procedural test space (tools/gen-v1 at difficulty 1) gives each prompt once,
+    so a greedy evaluation never counts one task twice."""
+    dom = get_domain("tools/gen-v1")
+    tasks = heldout_tasks(dom, 5000, seed=3, difficulty=[1])
+    prompts = [json.dumps(t.prompt) for t in tasks]
+    assert len(prompts) == len(set(prompts)) and 50 < len(tasks) < 5000
+    drawn = {json.dumps(t.prompt) for t in dom.tasks("test", difficulty=[1], n=3000, seed=3)}
+    assert drawn <= set(prompts)  # every prompt the generator gives is in
+    first = heldout_tasks(dom, 40, seed=3, difficulty=[1])
+    assert [t.id for t in first] == [t.id for t in tasks[:40]]
 
 
 def test_aggregate_averages_samples_per_task_first():

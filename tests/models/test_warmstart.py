@@ -66,6 +66,26 @@ def test_warm_start_learns_the_demonstrations():
     assert text == "tac"
 
 
+def test_step_budget_makes_weights_independent_of_machine_speed():
+    """Two builds with the same settings, one on a "slow machine" (a 1 s stall after the
+    first step: its time fraction runs ahead of its step fraction), give bit-identical
+    weights while the step budget ends training."""
+    import time
+
+    tok = build_byte_tokenizer()
+    weights = []
+    for stall in (0.0, 1.0):
+        model = build_tiny_model(hidden_size=32, num_layers=1, num_heads=2,
+                                 intermediate_size=64, seed=0)
+        torch.manual_seed(0)
+        stats = supervised_warm_start(
+            model, tok, DEMOS, seconds=8, max_steps=12, lr=3e-3, batch_size=4,
+            on_step=lambda s, t, loss, stall=stall: time.sleep(stall) if s == 1 else None)
+        assert stats.steps == 12
+        weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.equal(weights[0], weights[1])
+
+
 def test_build_base_model_is_cached(tmp_path: Path):
     tiny = TinyModelSection(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
                             warm_start_s=30, warm_start_steps=3, cache_dir=str(tmp_path))

@@ -220,3 +220,21 @@ def test_forkserver_queues_beyond_workers_without_counting_the_wait():
         assert time.monotonic() - t0 >= 1.1  # one at a time
         assert sorted(int(r.stdout) for r in results) == [0, 1, 2, 3]
         assert all(r.exit_code == 0 and r.wall_s < 1.0 for r in results)
+
+
+def test_forkserver_programs_are_compiled_once_and_run_like_code():
+    echo = "import sys\nprint('got', sys.stdin.read().strip())\nsys.exit(4)\n"
+    with ForkServer(preload=[], limits="strict", workers=1,
+                    programs={"echo": echo, "broken": "def f(:\n"}) as fs:
+        assert set(fs.preload_errors) == {"program broken"}
+        assert "SyntaxError" in fs.preload_errors["program broken"]
+        r = fs.run_program("echo", stdin="hi\n")
+        assert (r.stdout, r.exit_code, r.argv[-1]) == ("got hi\n", 4, "<program echo>")
+        plain = fs.run_python(echo, stdin="hi\n")
+        assert (plain.stdout, plain.exit_code) == (r.stdout, r.exit_code)
+        with pytest.raises(KeyError, match="unknown fork-server program"):
+            fs.run_program("nope")
+        # a program's state does not leak between executions (each runs in a fresh child)
+        counter = "import builtins\nbuiltins.n = getattr(builtins, 'n', 0) + 1\nprint(builtins.n)\n"
+    with ForkServer(preload=[], limits="strict", workers=1, programs={"count": counter}) as fs:
+        assert [fs.run_program("count").stdout for _ in range(3)] == ["1\n"] * 3

@@ -52,10 +52,26 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
+    except Exception as e:
+        if _is_usage_error(e):  # unknown option, missing argument, a group without command
+            e.show()  # type: ignore[attr-defined]
+            sys.exit(e.exit_code)  # type: ignore[attr-defined]
         raise
+
+
+def _is_usage_error(e: Exception) -> bool:
+    """True for click's own exceptions (usage errors and the like), whether typer uses
+    the ``click`` package or its vendored copy (typer >= 0.20): they print themselves
+    with ``show()`` and carry an ``exit_code``."""
+    classes: list[type] = []
+    try:
+        from typer._click.exceptions import ClickException as vendored
+        classes.append(vendored)
+    except ImportError:
+        pass
+    try:
+        import click
+        classes.append(click.ClickException)
+    except ImportError:
+        pass
+    return isinstance(e, tuple(classes))

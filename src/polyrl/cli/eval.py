@@ -38,7 +38,8 @@ def _fmt(x: float | None) -> str:
 def eval_(
     policy: str = typer.Option(..., "--policy", help="hf:PATH, openai:URL#MODEL, vllm:PATH, oracle, samples:FILE."),
     domains: str = typer.Option(..., "--domains", help="Comma-separated domain ids."),
-    n: int = typer.Option(0, "--n", help="Tasks per domain (0 = all test tasks)."),
+    n: int = typer.Option(0, "--n", help="Tasks per domain (0 = all test tasks; distinct prompts, so fewer when a "
+                       "procedural test space is smaller)."),
     samples: int = typer.Option(1, "--samples", help="Samples per task (pass@k for k <= this)."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
     max_tokens: int = typer.Option(512, "--max-tokens", help="Max new tokens per completion."),

@@ -15,6 +15,7 @@ domains through ``policy.generate``; multi-turn domains through
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -122,6 +123,13 @@ def heldout_tasks(domain: Domain, n: int, *, seed: int = 0,
                   difficulty: Sequence[int] | None = None) -> list[Task]:
     """The first ``n`` test tasks of ``domain`` (``n == 0``: all; procedural domains need n).
 
+    A procedural domain's test space can be smaller than ``n`` (e.g. ``tools/gen-v1``
+    at difficulty 1 has ~120 distinct test prompts), and its generator draws with
+    replacement. Repeats would make a greedy evaluation count one task several times
+    and its bootstrap interval too narrow, so procedural tasks are kept only when their
+    prompt is new: the result has ``n`` distinct prompts, or fewer when the generator
+    gives no new one in ``DRAWS_PER_TASK * n`` draws (the space is exhausted).
+
     Raises:
         ValueError: ``n == 0`` on a procedural (unbounded) domain.
     """
@@ -129,7 +137,22 @@ def heldout_tasks(domain: Domain, n: int, *, seed: int = 0,
     if n <= 0 and not bounded:
         raise ValueError(f"{domain.id} is procedural: give a task count (--n) > 0")
     diff = list(difficulty) if difficulty else None
-    return list(domain.tasks("test", difficulty=diff, n=n if n > 0 else None, seed=seed))
+    if bounded:
+        return list(domain.tasks("test", difficulty=diff, n=n if n > 0 else None, seed=seed))
+    out: list[Task] = []
+    seen: set[str] = set()
+    for task in domain.tasks("test", difficulty=diff, n=DRAWS_PER_TASK * n, seed=seed):
+        key = json.dumps(task.prompt, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(task)
+            if len(out) == n:
+                break
+    return out
+
+
+DRAWS_PER_TASK = 20
+"""Draws per wanted task before ``heldout_tasks`` takes a procedural test space as exhausted."""
 
 
 def evaluate(

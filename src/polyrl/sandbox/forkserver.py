@@ -67,7 +67,8 @@ class _Server:
             max_pids=fs.workers * (lim.max_pids + 2) + 16,
             max_file_mib=fs.workers * lim.max_file_mib + 64)
         self.slot = SlotLock() if os.geteuid() == 0 else None
-        cfg = {"preload": list(fs.preload), "workers": fs.workers, "isolation": fs.isolation_pref}
+        cfg = {"preload": list(fs.preload), "workers": fs.workers, "isolation": fs.isolation_pref,
+               "programs": fs.programs}
         # children get their workspaces on the server's private /tmp: nothing on the host
         prep = bwrap_backend.prepare(
             [fs.python, "-c", _SERVER_SRC, json.dumps(cfg)], server_lim,
@@ -192,6 +193,12 @@ class ForkServer:
         transcript_path: JSONL record of every execution, or None.
         isolation: ``"landlock"``, ``"namespaces"`` or None (the first of those two that
             works here; see :attr:`isolation`).
+        programs: name -> Python source of *trusted* programs (the host's own code, e.g. a
+            test runner; never model output: the server compiles them in its own
+            process), run with :meth:`run_program`. Compiling once saves each execution
+            the page faults of compiling in a fresh child (measured for the 11 kB code
+            test runner: 7.5 -> ~2.5 ms per execution). A program that fails to compile
+            is reported in ``preload_errors``.
 
     Workspace of an execution: its cwd, empty at start. With ``landlock`` isolation it
     is a directory of the server's private ``/tmp`` (``$TMPDIR`` and ``$HOME`` point to a
@@ -208,7 +215,7 @@ class ForkServer:
                  limits: Limits | str | None = "default", *, workers: int | None = None,
                  python: str | None = None,
                  transcript_path: str | os.PathLike[str] | None = None,
-                 isolation: str | None = None) -> None:
+                 isolation: str | None = None, programs: dict[str, str] | None = None) -> None:
         if isolation is not None and isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {ISOLATIONS} or None, got {isolation!r}")
         self.preload = list(dict.fromkeys([*DEFAULT_PRELOAD, *preload]))
@@ -216,6 +223,7 @@ class ForkServer:
         self.workers = workers or available_cpus()
         self.python = python or sys.executable
         self.isolation_pref = isolation
+        self.programs = dict(programs or {})
         self.transcript = Transcript(transcript_path) if transcript_path else None
         self._slots = threading.BoundedSemaphore(2 * self.workers)
         self._start_lock = threading.Lock()
@@ -271,8 +279,31 @@ class ForkServer:
         Raises:
             SandboxError: the server failed or did not answer in time (see the class).
         """
+        return self._run({"code": code}, [self.python, "-c", code], stdin, files, limits,
+                         collect)
+
+    def run_program(self, name: str, stdin: bytes | str | None = None,
+                    files: dict[str, str | bytes] | None = None, *,
+                    limits: Limits | str | None = None,
+                    collect: list[str] | None = None) -> ExecResult:
+        """Run the trusted program ``name`` (see ``programs``) like :meth:`run_python`.
+
+        ``ExecResult.argv`` is ``[python, "<program NAME>"]``.
+
+        Raises:
+            KeyError: ``name`` is not one of ``programs``.
+            SandboxError: as :meth:`run_python`.
+        """
+        if name not in self.programs:
+            raise KeyError(f"unknown fork-server program {name!r}; known: {sorted(self.programs)}")
+        return self._run({"program": name}, [self.python, f"<program {name}>"], stdin, files,
+                         limits, collect)
+
+    def _run(self, what: dict, argv: list[str], stdin: bytes | str | None,
+             files: dict[str, str | bytes] | None, limits: Limits | str | None,
+             collect: list[str] | None) -> ExecResult:
         lim = self.limits if limits is None else resolve_limits(limits, self.limits)
-        req: dict = {"code": code, "timeout_s": lim.timeout_s, "grace_s": lim.kill_grace_s,
+        req: dict = {**what, "timeout_s": lim.timeout_s, "grace_s": lim.kill_grace_s,
                      "max_output_bytes": lim.max_output_bytes,
                      "tmp_bytes": int(lim.max_file_mib * 1024 * 1024)}
         if stdin:
@@ -314,7 +345,7 @@ class ForkServer:
             stdout_truncated=msg["stdout_truncated"], stderr_truncated=msg["stderr_truncated"],
             wall_s=msg["wall_s"], cpu_s=msg["cpu_s"], peak_memory_mib=msg["peak_memory_mib"],
             killed_for=msg["killed_for"])
-        res = to_exec_result([self.python, "-c", code], raw, lim, started, shell_status=False)
+        res = to_exec_result(argv, raw, lim, started, shell_status=False)
         files_out = msg.get("files")
         if files_out:
             res.files = {k: base64.b64decode(v) for k, v in files_out.items()}

@@ -24,6 +24,9 @@ from polyrl.types import ExecResult
 RUNNER_SOURCE = (Path(__file__).parent / "runner.py").read_text()
 """Source of the in-sandbox test runner (stdlib only)."""
 
+RUNNER = "code-runner"
+"""Name of ``RUNNER_SOURCE`` among the fork server's precompiled programs."""
+
 PRELOAD = ["json", "ast", "copy", "math", "signal", "io", "re", "collections", "itertools",
            "functools", "heapq", "bisect", "string", "typing", "hashlib", "statistics"]
 """Modules the fork server imports once so each forked test run starts warm."""
@@ -81,7 +84,8 @@ def _fork_server(index: int = 0) -> Any:
     with _lock:
         server = _servers.get(index)
         if server is None:
-            server = ForkServer(preload=PRELOAD, limits="default")
+            server = ForkServer(preload=PRELOAD, limits="default",
+                                programs={RUNNER: RUNNER_SOURCE})
             _servers[index] = server
         return server
 
@@ -89,13 +93,18 @@ def _fork_server(index: int = 0) -> Any:
 def execute(code: str, stdin: str, timeout_s: float, server_index: int = 0) -> ExecResult:
     """Run ``code`` with ``stdin`` in the fork-server sandbox, ``timeout_s`` wall/CPU cap.
 
+    ``RUNNER_SOURCE`` runs as the server's precompiled program (no compile per execution).
+
     Raises:
         SandboxError: the sandbox itself failed (raised by the fork server, or
             ``ExecResult.error`` was set).
     """
     server = _fork_server(server_index)
     limits = server.limits.replace(timeout_s=timeout_s, cpu_s=timeout_s)
-    result = server.run_python(code, stdin=stdin, limits=limits)
+    if code == RUNNER_SOURCE:
+        result = server.run_program(RUNNER, stdin=stdin, limits=limits)
+    else:
+        result = server.run_python(code, stdin=stdin, limits=limits)
     if result.error is not None:
         raise SandboxError(f"sandbox failed running tests: {result.error}: "
                            f"{result.error_message}")

@@ -134,12 +134,16 @@ def split_of(expression: str, test_per_10: int = 1) -> str:
     return "test" if zlib.crc32(expression.encode()) % 10 < test_per_10 else "train"
 
 
-def _exact(task: Task, parsed: ParsedNumber | None) -> float:
+def exact_credit(task: Task, parsed: ParsedNumber | None) -> float:
+    """1.0 when ``parsed`` is the integer ``task.metadata["answer"]`` (not a percentage), else 0."""
     gold = int(task.metadata["answer"])
     return float(parsed is not None and parsed.value == gold and not parsed.percent)
 
 
-def _digits(task: Task, parsed: ParsedNumber | None) -> float:
+def digit_credit(task: Task, parsed: ParsedNumber | None) -> float:
+    """Fraction of digit positions, aligned by place value, that agree with
+    ``task.metadata["answer"]``; halved when the sign is wrong; 0 for no or a
+    non-integer answer."""
     if parsed is None or not parsed.is_integer:
         return 0.0
     gold = int(task.metadata["answer"])
@@ -167,7 +171,8 @@ class Arithmetic(Domain):
             raise ValueError(f"test_per_10 must be in 1..9, got {test_per_10}")
         self.id = domain_id
         self.test_per_10 = test_per_10
-        self.rubric = Rubric([RewardFn("exact", _exact, 0.5), RewardFn("digits", _digits, 0.5)])
+        self.rubric = Rubric([RewardFn("exact", exact_credit, 0.5),
+                              RewardFn("digits", digit_credit, 0.5)])
 
     def tasks(
         self,

@@ -1,0 +1,161 @@
+"""``math/function-v1``: function induction; infer ``f`` from a few values, give one more.
+
+The prompt shows values of an unknown integer function and asks for its value at a
+new point; the answer is that integer. It tests reading a rule off examples and
+applying it (the numeric twin of ``code/gen-v1``, which asks for the rule itself).
+Difficulty ladder (``f`` has integer coefficients; shown points are distinct):
+
+====  =================================================  ==============================
+ d     f(x)                                               example
+====  =================================================  ==============================
+ 1     ``a*x+b``, a in 1..5, b in 0..9, x in 0..9,         ``f(2)=7,f(5)=16,f(3)=?`` -> 10
+       2 points shown
+ 2     ``a*x+b``, a in +-1..9, b in -20..20, x in -9..9,   ``f(-3)=11,f(2)=-9,f(0)=?``
+       2 points shown
+ 3     ``a*x*x+c``, a in +-1..3, c in -9..9, x in -5..5,   ``f(1)=5,f(2)=11,f(0)=3,f(3)=?``
+       3 points shown
+ 4     ``(a*x+b) % m``, m in 3..7, x in 0..20,            ``f(1)=2,f(2)=0,...,f(9)=?``
+       5 points shown
+ 5     ``a*x*x+b*x+c``, a, b, c in +-1..9, x in -9..9,     4 points shown
+====  =================================================  ==============================
+
+Difficulty 1 fits the tiny byte-level quickstart model (prompt <= 22 bytes, answer
+<= 2 bytes).
+
+Splits: a problem belongs to ``test`` when ``crc32(prompt) % 10 == 0`` (about 10%),
+else to ``train``; at difficulty 1 there are ~36,000 problems.
+
+Reward: the one of ``math/arith-v1`` (``exact`` 0.5 + place-value ``digits`` 0.5).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text
+from polyrl.domains.extract import extract_answer
+from polyrl.domains.math.arith import digit_credit, exact_credit
+from polyrl.domains.math.sequence import split_of
+from polyrl.domains.mixture import normalize_difficulty
+from polyrl.types import Score, Task
+
+# difficulty -> (points shown, x range)
+_POINTS = {1: (2, (0, 9)), 2: (2, (-9, 9)), 3: (3, (-5, 5)), 4: (5, (0, 20)), 5: (4, (-9, 9))}
+
+
+def _nonzero(rng: random.Random, hi: int) -> int:
+    return rng.randint(1, hi) * rng.choice((-1, 1))
+
+
+def generate_function(rng: random.Random, difficulty: int) -> tuple[dict[str, int], str]:
+    """Coefficients of a random ``f`` of ``difficulty`` (1..5) and its formula text.
+
+    The coefficients are keys of ``{"a", "b", "c", "m"}``; see :func:`apply`.
+
+    Raises:
+        ValueError: difficulty outside 1..5.
+    """
+    if difficulty == 1:
+        co = {"a": rng.randint(1, 5), "b": rng.randint(0, 9)}
+        return co, f"{co['a']}*x+{co['b']}"
+    if difficulty == 2:
+        co = {"a": _nonzero(rng, 9), "b": rng.randint(-20, 20)}
+        return co, f"{co['a']}*x{co['b']:+d}"
+    if difficulty == 3:
+        co = {"a": _nonzero(rng, 3), "c": rng.randint(-9, 9)}
+        return co, f"{co['a']}*x*x{co['c']:+d}"
+    if difficulty == 4:
+        co = {"a": rng.randint(1, 9), "b": rng.randint(0, 9), "m": rng.randint(3, 7)}
+        return co, f"({co['a']}*x+{co['b']})%{co['m']}"
+    if difficulty == 5:
+        co = {"a": _nonzero(rng, 9), "b": _nonzero(rng, 9), "c": _nonzero(rng, 9)}
+        return co, f"{co['a']}*x*x{co['b']:+d}*x{co['c']:+d}"
+    raise ValueError(f"difficulty must be in 1..5, got {difficulty}")
+
+
+def apply(co: dict[str, int], x: int) -> int:
+    """``f(x)`` for coefficients ``co`` of :func:`generate_function`."""
+    if "m" in co:
+        return (co["a"] * x + co["b"]) % co["m"]
+    if "b" in co and "c" in co:
+        return co["a"] * x * x + co["b"] * x + co["c"]
+    if "c" in co:
+        return co["a"] * x * x + co["c"]
+    return co["a"] * x + co["b"]
+
+
+def render(points: Sequence[tuple[int, int]], query: int) -> str:
+    """``"f(2)=7,f(5)=16,f(3)=?"`` for shown ``points`` ``[(x, f(x))]`` and ``query``."""
+    return ",".join(f"f({x})={y}" for x, y in points) + f",f({query})=?"
+
+
+class FunctionInduction(Domain):
+    """Procedural function induction (see the module docstring for ladder, split, reward).
+
+    Args:
+        domain_id: the versioned id (parameterised copies use other names).
+        test_per_10: tenths of the problem space held out as ``test`` (1 = 10%).
+
+    Raises:
+        ValueError: ``test_per_10`` outside 1..9.
+    """
+
+    family = "math"
+    description = "Function induction: values of f at a few points, give f at a new one."
+    binary = True
+
+    def __init__(self, domain_id: str = "math/function-v1", *, test_per_10: int = 1) -> None:
+        if not 1 <= test_per_10 <= 9:
+            raise ValueError(f"test_per_10 must be in 1..9, got {test_per_10}")
+        self.id = domain_id
+        self.test_per_10 = test_per_10
+        self.rubric = Rubric([RewardFn("exact", exact_credit, 0.5),
+                              RewardFn("digits", digit_credit, 0.5)])
+
+    def tasks(
+        self,
+        split: str,
+        *,
+        difficulty: int | Sequence[int] | None = None,
+        n: int | None = None,
+        seed: int = 0,
+    ) -> Iterator[Task]:
+        """Yield ``n`` tasks of ``split``; the difficulty of each is drawn from ``difficulty``.
+
+        Raises:
+            ValueError: unknown split, ``n`` None, or a difficulty outside 1..5.
+        """
+        diffs = normalize_difficulty(difficulty)
+        if split not in ("train", "test"):
+            raise ValueError(f"{self.id}: split must be 'train' or 'test', got {split!r}")
+        if n is None:
+            raise ValueError(f"{self.id} is procedural (unbounded): pass n")
+        rng = random.Random(f"{self.id}|{split}|{seed}")
+        for i in range(n):
+            d = diffs[0] if len(diffs) == 1 else rng.choice(diffs)
+            shown, (lo, hi) = _POINTS[d]
+            while True:
+                co, formula = generate_function(rng, d)
+                xs = rng.sample(range(lo, hi + 1), shown + 1)
+                points = [(x, apply(co, x)) for x in xs[:shown]]
+                text = render(points, xs[shown])
+                if split_of(text, self.test_per_10) == split:
+                    break
+            value = apply(co, xs[shown])
+            yield Task(
+                id=f"{split}/d{d}/s{seed}/{i}",
+                domain=self.id,
+                split=split,
+                difficulty=d,
+                prompt=[{"role": "user", "content": text}],
+                reference=str(value),
+                metadata={"answer": str(value), "formula": formula, "coefficients": co,
+                          "query": xs[shown]},
+            )
+
+    def score(self, task: Task, answer: Answer) -> Score:
+        """Rubric score of ``answer``: components ``exact`` and ``digits``; passed = exact."""
+        score = self.rubric.score(task, extract_answer(answer_text(answer)))
+        score.passed = score.components["exact"] == 1.0
+        return score
