@@ -4,7 +4,8 @@ import pytest
 
 from polyrl.domains import check_domain
 from polyrl.domains.math import NumberSequence, generate_sequence
-from polyrl.domains.math.sequence import render, split_of
+from polyrl.domains.math.procedural import split_of
+from polyrl.domains.math.sequence import render
 from polyrl.domains.registry import get_domain
 
 

@@ -166,6 +166,9 @@ Wall time {_f(wall, digits=0)} s; {summary.get('steps', '?')} RL steps.
 <th>delta 95% CI</th><th>improved</th></tr>
 {''.join(rows)}
 </table>
+<p><i>n</i>: distinct held-out tasks scored before and after RL (greedy unless the config
+says otherwise); a procedural domain whose test space is smaller than
+<code>eval.n_per_domain</code> is scored on all of it, each task once.</p>
 {''.join(figs)}
 <h2>Last step</h2><table>{metric_rows}</table>
 <h2>Config</h2><pre>{e(config)}</pre>

@@ -148,6 +148,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         lines.append(f"| {dom} | {v['n']} | {_f(v['baseline'])} | {_f(v['post'])} | "
                      f"{_f(v['delta'], True)} | [{_f(lo, True)}, {_f(hi, True)}] | "
                      f"{verdict(v)} |")
+    lines += ["", "n: distinct held-out tasks scored before and after RL; a procedural domain "
+              "whose test space is smaller than eval.n_per_domain is scored on all of it."]
     stages = summary.get("stages_s") or {}
     if stages:
         lines += ["", "Stage times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in stages.items())]

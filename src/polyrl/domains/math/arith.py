@@ -21,23 +21,19 @@ steps, which language models without tools get wrong often.
 Splits: a problem belongs to ``test`` when ``crc32(expression) % 10 == 0``
 (about 10%), else to ``train``, so the two never share an expression.
 
-Reward (``Rubric``): ``exact`` (weight 0.5; 1.0 when the extracted answer equals
-the value, see ``polyrl.domains.extract``) + ``digits`` (weight 0.5; dense credit:
-fraction of digit positions, aligned by place value, that agree, halved when the
-sign is wrong; 0 for no or a non-integer answer). A perfect answer scores 1.0,
-an empty one 0.0; ``Score.passed`` is ``exact == 1``.
+Reward: ``exact`` (0.5) + place-value ``digits`` (0.5), shared by the procedural math
+domains (``polyrl.domains.math.procedural``); ``Score.passed`` is ``exact == 1``.
 """
 
 from __future__ import annotations
 
 import random
-import zlib
-from collections.abc import Iterator, Sequence
 
-from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text
-from polyrl.domains.extract import ParsedNumber, extract_answer, positional_match
-from polyrl.domains.mixture import normalize_difficulty
-from polyrl.types import Score, Task
+from polyrl.domains.math.procedural import (  # noqa: F401 - split_of: re-exported
+    Problem,
+    ProceduralMath,
+    split_of,
+)
 
 _PREC = {"+": 1, "-": 1, "*": 2}
 MAX_ABS_VALUE = 10**15
@@ -129,89 +125,27 @@ def evaluate(expr: str) -> int:
     return add()
 
 
-def split_of(expression: str, test_per_10: int = 1) -> str:
-    """``"test"`` when ``crc32(expression) % 10 < test_per_10``, else ``"train"``."""
-    return "test" if zlib.crc32(expression.encode()) % 10 < test_per_10 else "train"
-
-
-def exact_credit(task: Task, parsed: ParsedNumber | None) -> float:
-    """1.0 when ``parsed`` is the integer ``task.metadata["answer"]`` (not a percentage), else 0."""
-    gold = int(task.metadata["answer"])
-    return float(parsed is not None and parsed.value == gold and not parsed.percent)
-
-
-def digit_credit(task: Task, parsed: ParsedNumber | None) -> float:
-    """Fraction of digit positions, aligned by place value, that agree with
-    ``task.metadata["answer"]``; halved when the sign is wrong; 0 for no or a
-    non-integer answer."""
-    if parsed is None or not parsed.is_integer:
-        return 0.0
-    gold = int(task.metadata["answer"])
-    pred = int(parsed.value)
-    credit = positional_match(str(abs(pred)), str(abs(gold)), align="right")
-    if (pred < 0) != (gold < 0):
-        credit *= 0.5
-    return credit
-
-
-class Arithmetic(Domain):
+class Arithmetic(ProceduralMath):
     """Procedural integer arithmetic (see the module docstring for ladder, split and reward).
 
     Args:
         domain_id: the versioned id (parameterised copies use other names).
         test_per_10: tenths of the problem space held out as ``test`` (1 = 10%).
+
+    Raises:
+        ValueError: ``test_per_10`` outside 1..9.
     """
 
-    family = "math"
     description = "Integer arithmetic, '23+45=' up to nested multi-digit expressions."
-    binary = True
 
     def __init__(self, domain_id: str = "math/arith-v1", *, test_per_10: int = 1) -> None:
-        if not 1 <= test_per_10 <= 9:
-            raise ValueError(f"test_per_10 must be in 1..9, got {test_per_10}")
-        self.id = domain_id
-        self.test_per_10 = test_per_10
-        self.rubric = Rubric([RewardFn("exact", exact_credit, 0.5),
-                              RewardFn("digits", digit_credit, 0.5)])
+        super().__init__(domain_id, test_per_10=test_per_10)
 
-    def tasks(
-        self,
-        split: str,
-        *,
-        difficulty: int | Sequence[int] | None = None,
-        n: int | None = None,
-        seed: int = 0,
-    ) -> Iterator[Task]:
-        """Yield ``n`` tasks of ``split``; the difficulty of each is drawn from ``difficulty``.
+    def draw(self, rng: random.Random, difficulty: int) -> Problem:
+        """An expression of ``difficulty``; its split key is the expression (no ``=``).
 
         Raises:
-            ValueError: unknown split, ``n`` None, or a difficulty outside 1..5.
+            ValueError: difficulty outside 1..5.
         """
-        diffs = normalize_difficulty(difficulty)
-        if split not in ("train", "test"):
-            raise ValueError(f"{self.id}: split must be 'train' or 'test', got {split!r}")
-        if n is None:
-            raise ValueError(f"{self.id} is procedural (unbounded): pass n")
-        rng = random.Random(f"{self.id}|{split}|{seed}")
-        for i in range(n):
-            d = diffs[0] if len(diffs) == 1 else rng.choice(diffs)
-            while True:
-                expr, value = generate_expression(rng, d)
-                if split_of(expr, self.test_per_10) == split:
-                    break
-            yield Task(
-                id=f"{split}/d{d}/s{seed}/{i}",
-                domain=self.id,
-                split=split,
-                difficulty=d,
-                prompt=[{"role": "user", "content": f"{expr}="}],
-                reference=str(value),
-                metadata={"answer": str(value), "expression": expr},
-            )
-
-    def score(self, task: Task, answer: Answer) -> Score:
-        """Rubric score of ``answer``: components ``exact`` and ``digits``; passed = exact."""
-        score = self.rubric.score(task, extract_answer(answer_text(answer)))
-        score.passed = score.components["exact"] == 1.0
-        return score
-
+        expr, value = generate_expression(rng, difficulty)
+        return Problem(key=expr, prompt=f"{expr}=", answer=value, metadata={"expression": expr})

@@ -25,20 +25,16 @@ Difficulty 1 fits the tiny byte-level quickstart model (prompt <= 22 bytes, answ
 Splits: a problem belongs to ``test`` when ``crc32(prompt) % 10 == 0`` (about 10%),
 else to ``train``; at difficulty 1 there are ~36,000 problems.
 
-Reward: the one of ``math/arith-v1`` (``exact`` 0.5 + place-value ``digits`` 0.5).
+Reward: ``exact`` (0.5) + place-value ``digits`` (0.5), as ``math/arith-v1`` (see
+``polyrl.domains.math.procedural``).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text
-from polyrl.domains.extract import extract_answer
-from polyrl.domains.math.arith import digit_credit, exact_credit
-from polyrl.domains.math.sequence import split_of
-from polyrl.domains.mixture import normalize_difficulty
-from polyrl.types import Score, Task
+from polyrl.domains.math.procedural import Problem, ProceduralMath
 
 # difficulty -> (points shown, x range)
 _POINTS = {1: (2, (0, 9)), 2: (2, (-9, 9)), 3: (3, (-5, 5)), 4: (5, (0, 20)), 5: (4, (-9, 9))}
@@ -90,7 +86,7 @@ def render(points: Sequence[tuple[int, int]], query: int) -> str:
     return ",".join(f"f({x})={y}" for x, y in points) + f",f({query})=?"
 
 
-class FunctionInduction(Domain):
+class FunctionInduction(ProceduralMath):
     """Procedural function induction (see the module docstring for ladder, split, reward).
 
     Args:
@@ -101,61 +97,20 @@ class FunctionInduction(Domain):
         ValueError: ``test_per_10`` outside 1..9.
     """
 
-    family = "math"
     description = "Function induction: values of f at a few points, give f at a new one."
-    binary = True
 
     def __init__(self, domain_id: str = "math/function-v1", *, test_per_10: int = 1) -> None:
-        if not 1 <= test_per_10 <= 9:
-            raise ValueError(f"test_per_10 must be in 1..9, got {test_per_10}")
-        self.id = domain_id
-        self.test_per_10 = test_per_10
-        self.rubric = Rubric([RewardFn("exact", exact_credit, 0.5),
-                              RewardFn("digits", digit_credit, 0.5)])
+        super().__init__(domain_id, test_per_10=test_per_10)
 
-    def tasks(
-        self,
-        split: str,
-        *,
-        difficulty: int | Sequence[int] | None = None,
-        n: int | None = None,
-        seed: int = 0,
-    ) -> Iterator[Task]:
-        """Yield ``n`` tasks of ``split``; the difficulty of each is drawn from ``difficulty``.
+    def draw(self, rng: random.Random, difficulty: int) -> Problem:
+        """A function of ``difficulty`` and distinct points; its split key is the prompt.
 
         Raises:
-            ValueError: unknown split, ``n`` None, or a difficulty outside 1..5.
+            ValueError: difficulty outside 1..5.
         """
-        diffs = normalize_difficulty(difficulty)
-        if split not in ("train", "test"):
-            raise ValueError(f"{self.id}: split must be 'train' or 'test', got {split!r}")
-        if n is None:
-            raise ValueError(f"{self.id} is procedural (unbounded): pass n")
-        rng = random.Random(f"{self.id}|{split}|{seed}")
-        for i in range(n):
-            d = diffs[0] if len(diffs) == 1 else rng.choice(diffs)
-            shown, (lo, hi) = _POINTS[d]
-            while True:
-                co, formula = generate_function(rng, d)
-                xs = rng.sample(range(lo, hi + 1), shown + 1)
-                points = [(x, apply(co, x)) for x in xs[:shown]]
-                text = render(points, xs[shown])
-                if split_of(text, self.test_per_10) == split:
-                    break
-            value = apply(co, xs[shown])
-            yield Task(
-                id=f"{split}/d{d}/s{seed}/{i}",
-                domain=self.id,
-                split=split,
-                difficulty=d,
-                prompt=[{"role": "user", "content": text}],
-                reference=str(value),
-                metadata={"answer": str(value), "formula": formula, "coefficients": co,
-                          "query": xs[shown]},
-            )
-
-    def score(self, task: Task, answer: Answer) -> Score:
-        """Rubric score of ``answer``: components ``exact`` and ``digits``; passed = exact."""
-        score = self.rubric.score(task, extract_answer(answer_text(answer)))
-        score.passed = score.components["exact"] == 1.0
-        return score
+        co, formula = generate_function(rng, difficulty)
+        shown, (lo, hi) = _POINTS[difficulty]
+        xs = rng.sample(range(lo, hi + 1), shown + 1)
+        text = render([(x, apply(co, x)) for x in xs[:shown]], xs[shown])
+        return Problem(key=text, prompt=text, answer=apply(co, xs[shown]),
+                       metadata={"formula": formula, "coefficients": co, "query": xs[shown]})

@@ -23,21 +23,16 @@ numbers, read from text.
 Splits: a sequence belongs to ``test`` when ``crc32(prompt) % 10 == 0`` (about 10%),
 else to ``train``, so the two never share a prompt.
 
-Reward: the one of ``math/arith-v1`` (``exact`` 0.5 + place-value ``digits`` 0.5, see
-``polyrl.domains.math.arith``): dense credit for a next term that is nearly right.
+Reward: ``exact`` (0.5) + place-value ``digits`` (0.5), as ``math/arith-v1`` (see
+``polyrl.domains.math.procedural``): dense credit for a next term that is nearly right.
 """
 
 from __future__ import annotations
 
 import random
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text
-from polyrl.domains.extract import extract_answer
-from polyrl.domains.math.arith import digit_credit, exact_credit
-from polyrl.domains.mixture import normalize_difficulty
-from polyrl.types import Score, Task
+from polyrl.domains.math.procedural import Problem, ProceduralMath
 
 
 def _step(rng: random.Random, lo: int, hi: int) -> int:
@@ -96,12 +91,7 @@ def render(terms: Sequence[int]) -> str:
     return ",".join(str(t) for t in terms) + ",?"
 
 
-def split_of(prompt: str, test_per_10: int = 1) -> str:
-    """``"test"`` when ``crc32(prompt) % 10 < test_per_10``, else ``"train"``."""
-    return "test" if zlib.crc32(prompt.encode()) % 10 < test_per_10 else "train"
-
-
-class NumberSequence(Domain):
+class NumberSequence(ProceduralMath):
     """Procedural next-term prediction (see the module docstring for ladder, split, reward).
 
     Args:
@@ -112,56 +102,18 @@ class NumberSequence(Domain):
         ValueError: ``test_per_10`` outside 1..9.
     """
 
-    family = "math"
     description = "Integer sequences (arithmetic .. recurrences): give the next term."
-    binary = True
 
     def __init__(self, domain_id: str = "math/sequence-v1", *, test_per_10: int = 1) -> None:
-        if not 1 <= test_per_10 <= 9:
-            raise ValueError(f"test_per_10 must be in 1..9, got {test_per_10}")
-        self.id = domain_id
-        self.test_per_10 = test_per_10
-        self.rubric = Rubric([RewardFn("exact", exact_credit, 0.5),
-                              RewardFn("digits", digit_credit, 0.5)])
+        super().__init__(domain_id, test_per_10=test_per_10)
 
-    def tasks(
-        self,
-        split: str,
-        *,
-        difficulty: int | Sequence[int] | None = None,
-        n: int | None = None,
-        seed: int = 0,
-    ) -> Iterator[Task]:
-        """Yield ``n`` tasks of ``split``; the difficulty of each is drawn from ``difficulty``.
+    def draw(self, rng: random.Random, difficulty: int) -> Problem:
+        """A sequence of ``difficulty``; its split key is the prompt.
 
         Raises:
-            ValueError: unknown split, ``n`` None, or a difficulty outside 1..5.
+            ValueError: difficulty outside 1..5.
         """
-        diffs = normalize_difficulty(difficulty)
-        if split not in ("train", "test"):
-            raise ValueError(f"{self.id}: split must be 'train' or 'test', got {split!r}")
-        if n is None:
-            raise ValueError(f"{self.id} is procedural (unbounded): pass n")
-        rng = random.Random(f"{self.id}|{split}|{seed}")
-        for i in range(n):
-            d = diffs[0] if len(diffs) == 1 else rng.choice(diffs)
-            while True:
-                terms, value, rule = generate_sequence(rng, d)
-                text = render(terms)
-                if split_of(text, self.test_per_10) == split:
-                    break
-            yield Task(
-                id=f"{split}/d{d}/s{seed}/{i}",
-                domain=self.id,
-                split=split,
-                difficulty=d,
-                prompt=[{"role": "user", "content": text}],
-                reference=str(value),
-                metadata={"answer": str(value), "terms": terms, "rule": rule},
-            )
-
-    def score(self, task: Task, answer: Answer) -> Score:
-        """Rubric score of ``answer``: components ``exact`` and ``digits``; passed = exact."""
-        score = self.rubric.score(task, extract_answer(answer_text(answer)))
-        score.passed = score.components["exact"] == 1.0
-        return score
+        terms, value, rule = generate_sequence(rng, difficulty)
+        text = render(terms)
+        return Problem(key=text, prompt=text, answer=value,
+                       metadata={"terms": terms, "rule": rule})
