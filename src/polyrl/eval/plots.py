@@ -75,17 +75,22 @@ def plot_reward(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
 
 
 def plot_curriculum(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """Curriculum sampling weight of each domain over steps (stacked areas sum to 1)."""
+    """Curriculum sampling weight of each domain over steps (stacked areas sum to 1).
+
+    The weights are recomputed every step from that step's noisy statistics, so the
+    areas show a moving average of ``max(5, steps // 25)`` steps (as the reward plot);
+    a moving average of weights that sum to 1 still sums to 1."""
     doms = domain_keys(records, "curriculum")
     if not doms:
         return None
     steps = [int(r["step"]) for r in records if "step" in r]
-    stack = [[float(r.get(f"curriculum/{d}") or 0.0) for r in records if "step" in r]
-             for d in doms]
+    window = max(5, len(steps) // 25)
+    stack = [_smooth([float(r.get(f"curriculum/{d}") or 0.0) for r in records if "step" in r],
+                     window) for d in doms]
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     ax.stackplot(steps, stack, labels=doms, alpha=0.85)
-    ax.set(xlabel="RL step", ylabel="sampling probability", title="Curriculum weights",
-           ylim=(0, 1))
+    ax.set(xlabel="RL step", ylabel="sampling probability",
+           title=f"Curriculum weights (moving average of {window} steps)", ylim=(0, 1))
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _save(fig, path)
 
