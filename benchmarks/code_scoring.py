@@ -23,12 +23,11 @@ from polyrl.domains.registry import get_domain
 from polyrl.types import ExecResult
 
 
-def _execute_as_source(code: str, stdin: str, timeout_s: float,
-                       server_index: int = 0) -> ExecResult:
+def _execute_as_source(stdin: str, timeout_s: float, server_index: int = 0) -> ExecResult:
     """``harness.execute`` as it was: the runner sent as source, compiled in each child."""
     server = harness._fork_server(server_index)
     limits = server.limits.replace(timeout_s=timeout_s, cpu_s=timeout_s)
-    return server.run_python(code, stdin=stdin, limits=limits)
+    return server.run_python(harness.RUNNER_SOURCE, stdin=stdin, limits=limits)
 
 
 def main() -> None:

@@ -127,8 +127,10 @@ def heldout_tasks(domain: Domain, n: int, *, seed: int = 0,
     at difficulty 1 has ~120 distinct test prompts), and its generator draws with
     replacement. Repeats would make a greedy evaluation count one task several times
     and its bootstrap interval too narrow, so procedural tasks are kept only when their
-    prompt is new: the result has ``n`` distinct prompts, or fewer when the generator
-    gives no new one in ``DRAWS_PER_TASK * n`` draws (the space is exhausted).
+    prompt is new: the result has ``n`` distinct prompts, or fewer when the space looks
+    exhausted: ``PATIENCE_PER_TASK * (found + 10)`` draws in a row gave nothing new (a
+    prompt not yet seen in a space of that size is then missed with probability about
+    e^-10), or ``DRAWS_PER_TASK * n`` draws in all.
 
     Raises:
         ValueError: ``n == 0`` on a procedural (unbounded) domain.
@@ -141,18 +143,28 @@ def heldout_tasks(domain: Domain, n: int, *, seed: int = 0,
         return list(domain.tasks("test", difficulty=diff, n=n if n > 0 else None, seed=seed))
     out: list[Task] = []
     seen: set[str] = set()
+    misses = 0
     for task in domain.tasks("test", difficulty=diff, n=DRAWS_PER_TASK * n, seed=seed):
         key = json.dumps(task.prompt, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            out.append(task)
-            if len(out) == n:
+        if key in seen:
+            misses += 1
+            if misses >= PATIENCE_PER_TASK * (len(out) + 10):
                 break
+            continue
+        seen.add(key)
+        out.append(task)
+        misses = 0
+        if len(out) == n:
+            break
     return out
 
 
 DRAWS_PER_TASK = 20
-"""Draws per wanted task before ``heldout_tasks`` takes a procedural test space as exhausted."""
+"""Draws per wanted task after which ``heldout_tasks`` stops in any case."""
+
+PATIENCE_PER_TASK = 10
+"""Consecutive repeats, per task found, after which ``heldout_tasks`` takes a procedural
+test space as exhausted."""
 
 
 def evaluate(

@@ -90,10 +90,9 @@ def _fork_server(index: int = 0) -> Any:
         return server
 
 
-def execute(code: str, stdin: str, timeout_s: float, server_index: int = 0) -> ExecResult:
-    """Run ``code`` with ``stdin`` in the fork-server sandbox, ``timeout_s`` wall/CPU cap.
-
-    ``RUNNER_SOURCE`` runs as the server's precompiled program (no compile per execution).
+def execute(stdin: str, timeout_s: float, server_index: int = 0) -> ExecResult:
+    """Run the test runner (the server's precompiled ``RUNNER`` program) with ``stdin`` in
+    the fork-server sandbox, ``timeout_s`` wall/CPU cap.
 
     Raises:
         SandboxError: the sandbox itself failed (raised by the fork server, or
@@ -101,10 +100,7 @@ def execute(code: str, stdin: str, timeout_s: float, server_index: int = 0) -> E
     """
     server = _fork_server(server_index)
     limits = server.limits.replace(timeout_s=timeout_s, cpu_s=timeout_s)
-    if code == RUNNER_SOURCE:
-        result = server.run_program(RUNNER, stdin=stdin, limits=limits)
-    else:
-        result = server.run_python(code, stdin=stdin, limits=limits)
+    result = server.run_program(RUNNER, stdin=stdin, limits=limits)
     if result.error is not None:
         raise SandboxError(f"sandbox failed running tests: {result.error}: "
                            f"{result.error_message}")
@@ -154,7 +150,7 @@ def run_tests(
         "per_test_timeout_s": per_test_timeout_s,
     }
     timeout_s = min(TOTAL_TIMEOUT_S, 2.0 + (3 * per_test_timeout_s + 1) * (n_tests + 1))
-    result = execute(RUNNER_SOURCE, json.dumps(payload), timeout_s, server_index)
+    result = execute(json.dumps(payload), timeout_s, server_index)
     return parse_report(result, marker, n_tests)
 
 
