@@ -12,8 +12,10 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """Path of ../shared/data (public data sets); skips the test when absent."""
-    path = Path(os.environ.get("POLYRL_SHARED_DATA", SHARED_DATA))
+    """The public data sets: ``$POLYRL_DATA_DIR`` (the package's own variable) when set,
+    else ../shared/data beside the checkout; skips the test when absent."""
+    path = Path(os.environ.get("POLYRL_DATA_DIR") or os.environ.get("POLYRL_SHARED_DATA")
+                or SHARED_DATA)
     if not path.is_dir():
         pytest.skip(f"shared data not found at {path}")
     return path
