@@ -138,9 +138,9 @@ class TrainSection(_Section):
     loss_agg: Literal[
         "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
     ] = Field("token-mean", description="How per-token losses are aggregated.")
-    scale_rewards: Literal["auto", "group", "batch", "none"] = Field(
-        "auto", description="Advantage std scaling; 'auto' = 'none' for dr_grpo, else 'group'."
-    )
+    scale_rewards: Literal["auto", "group", "batch", "domain", "none"] = Field(
+        "auto", description="Advantage std scaling; 'auto' = 'none' for dr_grpo, else 'group'; "
+        "'domain' divides by each domain's pooled within-group std in the step.")
     dynamic_sampling: bool = Field(
         True, description="Drop groups whose rewards are all equal (DAPO)."
     )

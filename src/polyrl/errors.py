@@ -30,14 +30,16 @@ class ConfigError(PolyrlError):
         reason: why it is wrong and, where possible, how to fix it.
 
     ``str(err)`` is the one-line message the CLI prints, e.g.
-    ``quickstart.yaml: train.lr: must be > 0, got -1``.
+    ``quickstart.yaml: train.lr: must be > 0, got -1``; for a command-line value it
+    names the option only: ``--domains: unknown domain id 'x'``.
     """
 
     def __init__(self, file: str, key_path: str, reason: str) -> None:
         self.file = file
         self.key_path = key_path
         self.reason = reason
-        where = f"{file}: {key_path}" if key_path else file
+        parts = [p for p in (file if file != "<cli>" else "", key_path) if p]
+        where = ": ".join(parts) or "<cli>"
         super().__init__(f"{where}: {reason}")
 
 

@@ -37,3 +37,5 @@ def test_scale_handling_on_a_real_question(domain: TatQaDomain) -> None:
 def test_missing_data_names_the_path(tmp_path) -> None:
     with pytest.raises(ConfigError, match="tatqa_missing.json"):
         list(TatQaDomain(path=tmp_path / "tatqa_missing.json").tasks("test"))
+    with pytest.raises(ConfigError, match="tatqa_missing.json"):
+        TatQaDomain(path=tmp_path / "tatqa_missing.json").split_sizes()

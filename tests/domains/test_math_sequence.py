@@ -68,7 +68,10 @@ def test_splits_are_disjoint_and_ids_stable(seq):
     train = {t.prompt[0]["content"] for t in seq.tasks("train", n=2000, difficulty=[1, 2])}
     test = {t.prompt[0]["content"] for t in seq.tasks("test", n=300, difficulty=[1, 2])}
     assert not train & test
-    assert all(split_of(p) == "test" for p in test)
+    assert all(split_of(p, seq.test_per_10) == "test" for p in test)
+    assert all(split_of(p, seq.test_per_10) == "train" for p in train)
+    share = sum(split_of(str(k), seq.test_per_10) == "test" for k in range(10_000)) / 10_000
+    assert 0.27 < share < 0.33  # 30% of the space is held out
     assert render([1, 2, 3]) == "1,2,3,?"
     ids = [t.id for t in seq.tasks("test", n=2, seed=7, difficulty=3)]
     assert ids == ["test/d3/s7/0", "test/d3/s7/1"]

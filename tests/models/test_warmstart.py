@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from polyrl.config import TinyModelSection
@@ -55,9 +56,16 @@ def test_warm_start_learns_the_demonstrations():
     tok = build_byte_tokenizer()
     model = build_tiny_model(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128)
     steps: list[int] = []
+    shown: list[float] = []
+
+    def on_step(step: int, elapsed_s: float, loss: float) -> None:
+        steps.append(step)
+        shown.append(loss)
+
     stats = supervised_warm_start(model, tok, DEMOS, seconds=120, max_steps=150, lr=3e-3,
-                                  batch_size=6, on_step=lambda s, t, loss: steps.append(s))
+                                  batch_size=6, on_step=on_step)
     assert stats.steps == 150 and steps[-1] == 150 and stats.demos == len(DEMOS)
+    assert shown[-1] == pytest.approx(stats.last_loss)  # the bar ends on the logged loss
     assert stats.last_loss < stats.first_loss / 5
     prompt = tok.apply_chat_template(DEMOS[2][0], add_generation_prompt=True,
                                      return_tensors="pt", return_dict=True)

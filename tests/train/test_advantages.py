@@ -58,3 +58,29 @@ def test_build_groups_leaves_out_failed_scores():
     bad = [Score(0.0, error="GraderError")] * 3 + [Score(1.0)]
     groups, stats = build_groups([(task, 0)], comps, bad, group_size=4, version=0)
     assert groups == [] and stats.dropped_groups == 1
+
+
+def test_domain_scaling_gives_each_domain_unit_scale_and_keeps_small_gaps_small():
+    def task(i: int, domain: str) -> Task:
+        return Task(id=f"t{i}", domain=domain, split="train", difficulty=1, prompt=[],
+                    reference="")
+
+    rewards = {  # code: big gaps; math: one group with gaps of a hair, one with real gaps
+        0: ("code/x-v1", [1.0, 0.0, 1.0, 0.0]), 1: ("code/x-v1", [0.8, 0.2, 0.2, 0.8]),
+        2: ("math/y-v1", [0.10, 0.10, 0.10, 0.12]), 3: ("math/y-v1", [0.0, 0.3, 0.0, 0.3]),
+    }
+    picks = [(task(i, d), 0) for i, (d, _) in rewards.items()]
+    comps = [Completion(task_id=f"t{i}", text="", sample_index=j, prompt_token_ids=[5],
+                        token_ids=[7], logprobs=[-1.0]) for i in rewards for j in range(4)]
+    scores = [Score(r) for _, rs in rewards.values() for r in rs]
+    groups, _ = build_groups(picks, comps, scores, group_size=4, version=0, scale="domain")
+    for domain in ("code/x-v1", "math/y-v1"):
+        adv = torch.tensor([a for g in groups if g.task.domain == domain for a in g.advantages])
+        pooled = (adv.pow(2).sum() / (len(adv) - 2)).sqrt()  # 2 groups per domain
+        assert pooled == pytest.approx(1.0, abs=1e-3)  # unit scale in every domain
+    small = torch.tensor(groups[2].advantages).abs().max()
+    assert small < 0.15  # a gap of 0.02 stays small next to its domain's gaps of 0.3
+    by_group, _ = build_groups(picks, comps, scores, group_size=4, version=0, scale="group")
+    assert torch.tensor(by_group[2].advantages).abs().max() > 1.0  # per-group std blows it up
+    for g in groups:
+        assert sum(g.advantages) == pytest.approx(0.0, abs=1e-5)

@@ -220,9 +220,18 @@ class _Job:
             done[domain_id] = samples_done
             self.hooks.update(sum(done.values()), domain_id)
 
-        rep = evaluate(self._policy(), self.domains, samples=self.cfg.eval.samples_per_task,
-                       sampling=setup.eval_sampling(self.cfg), seed=self.cfg.run.seed,
-                       tasks=tasks, max_turns=self.cfg.rollout.max_turns, progress=progress)
+        from polyrl.sandbox import available_cpus
+        from polyrl.scheduler import Scheduler
+
+        # scores run on the scheduler's workers (sandboxed ones overlap), kept in memory:
+        # an evaluation is redone as a whole on resume, so it needs no durable job records
+        workers = self.cfg.scheduler.workers or available_cpus()
+        with Scheduler(workers=workers, seed=self.cfg.run.seed) as sched:
+            rep = evaluate(self._policy(), self.domains,
+                           samples=self.cfg.eval.samples_per_task,
+                           sampling=setup.eval_sampling(self.cfg), seed=self.cfg.run.seed,
+                           tasks=tasks, scheduler=sched, max_turns=self.cfg.rollout.max_turns,
+                           progress=progress)
         self.hooks.end()
         write_rows(self.run_dir / "eval" / f"{name}.jsonl", rep.rows)
         write_rows(self.run_dir / "transcripts" / f"{name}.jsonl", rep.rows, transcript=True)

@@ -7,6 +7,8 @@ policy, the scheduler over the run's SQLite store, and the held-out tasks.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -75,6 +77,28 @@ def warm_start_demos(domains: Sequence[Domain], per_domain: int, seed: int) -> l
     return demos
 
 
+FINGERPRINT_TASKS = 16
+"""Tasks per domain and split that ``domains_fingerprint`` hashes."""
+
+
+def domains_fingerprint(domains: Sequence[Domain], seed: int) -> str:
+    """Hex digest (16 chars) of what the domains generate: the prompts and references of
+    their first ``FINGERPRINT_TASKS`` difficulty-1 train and test tasks.
+
+    Part of the base-model cache key: a domain whose generator or split changed under
+    the same id gets a new base (the old one may have been warm-started on what is now
+    a test task). Multi-turn domains hash their task prompts the same way.
+    """
+    h = hashlib.sha256()
+    for dom in sorted(domains, key=lambda d: d.id):
+        h.update(dom.id.encode())
+        for split in ("train", "test"):
+            for task in dom.tasks(split, difficulty=1, n=FINGERPRINT_TASKS, seed=seed + 7):
+                h.update(json.dumps([task.split, task.prompt, task.reference], sort_keys=True,
+                                    default=str).encode())
+    return h.hexdigest()[:16]
+
+
 def base_model_path(cfg: RunConfig, domains: Sequence[Domain], *,
                     on_step: Callable[[int, float, float], None] | None = None,
                     log: Callable[[str], None] | None = None) -> str:
@@ -86,14 +110,16 @@ def base_model_path(cfg: RunConfig, domains: Sequence[Domain], *,
     path = build_base_model(
         tiny, [d.id for d in domains],
         lambda: warm_start_demos(domains, tiny.warm_start_demos, cfg.run.seed),
-        seed=cfg.run.seed, on_step=on_step, log=log)
+        seed=cfg.run.seed, fingerprint=domains_fingerprint(domains, cfg.run.seed),
+        on_step=on_step, log=log)
     return str(path)
 
 
 def cached_base_model(cfg: RunConfig, domains: Sequence[Domain]) -> bool:
     """True when the warm-started tiny model of ``cfg`` is already in the cache."""
     tiny = cfg.model.tiny
-    key = cache_key(tiny, [d.id for d in domains], cfg.run.seed)
+    key = cache_key(tiny, [d.id for d in domains], cfg.run.seed,
+                    domains_fingerprint(domains, cfg.run.seed))
     return (Path(os.path.expanduser(tiny.cache_dir)) / key / "warmstart.json").is_file()
 
 

@@ -62,11 +62,22 @@ class WarmStartStats:
     tokens: int = 0
 
 
-def cache_key(tiny: TinyModelSection, domain_ids: Sequence[str], seed: int) -> str:
-    """Hex digest (16 chars) of the model shape, warm-start settings, domain ids and seed."""
+LOSS_WINDOW = 20
+"""Steps averaged in the reported warm-start losses (first, last, progress)."""
+
+
+def cache_key(tiny: TinyModelSection, domain_ids: Sequence[str], seed: int,
+              fingerprint: str = "") -> str:
+    """Hex digest (16 chars) of the model shape, warm-start settings, domain ids and seed.
+
+    ``fingerprint`` stands for the domains' contents (see
+    ``polyrl.eval.setup.domains_fingerprint``): a domain whose generator or split changed
+    under the same id must not reuse a base warm-started on its old train split, which
+    may hold today's test tasks.
+    """
     shape = tiny.model_dump(exclude={"cache_dir"})
-    blob = json.dumps({"tiny": shape, "domains": sorted(domain_ids), "seed": seed, "v": 4},
-                      sort_keys=True)
+    blob = json.dumps({"tiny": shape, "domains": sorted(domain_ids), "seed": seed, "v": 5,
+                       "fingerprint": fingerprint}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -189,7 +200,9 @@ def supervised_warm_start(
         seed: shuffling seed.
         pack_len: pack each step's demonstrations into rows of this many tokens (0 =
             one padded row each; see ``collate``).
-        on_step: ``on_step(step, elapsed_s, loss)`` after each step.
+        on_step: ``on_step(step, elapsed_s, loss)`` after each step; ``loss`` is the mean
+            answer-token loss of the last ``LOSS_WINDOW`` steps (one step's loss is
+            noisy), so after the last step it equals ``WarmStartStats.last_loss``.
 
     Returns:
         ``WarmStartStats``.
@@ -235,12 +248,13 @@ def supervised_warm_start(
         stats.tokens += int((batch["labels"] != IGNORE_INDEX).sum())
         losses.append(float(loss.detach()))
         if on_step is not None:
-            on_step(stats.steps, time.monotonic() - start, losses[-1])
+            recent = losses[-LOSS_WINDOW:]
+            on_step(stats.steps, time.monotonic() - start, sum(recent) / len(recent))
     model.eval()
     stats.seconds = time.monotonic() - start
     if losses:
-        stats.first_loss = sum(losses[:20]) / len(losses[:20])
-        stats.last_loss = sum(losses[-20:]) / len(losses[-20:])
+        stats.first_loss = sum(losses[:LOSS_WINDOW]) / len(losses[:LOSS_WINDOW])
+        stats.last_loss = sum(losses[-LOSS_WINDOW:]) / len(losses[-LOSS_WINDOW:])
     return stats
 
 
@@ -257,6 +271,7 @@ def build_base_model(
     make_demos: Callable[[], Sequence[Demo]],
     *,
     seed: int = 0,
+    fingerprint: str = "",
     on_step: Callable[[int, float, float], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Path:
@@ -267,6 +282,7 @@ def build_base_model(
         domain_ids: the run's domain ids (part of the cache key).
         make_demos: returns the demonstrations; called only when building.
         seed: initialisation and shuffling seed.
+        fingerprint: the domains' contents (part of the cache key, see ``cache_key``).
         on_step: progress callback, see ``supervised_warm_start``.
         log: one-line messages (``"cached base model at ..."``).
 
@@ -276,7 +292,7 @@ def build_base_model(
         ``AutoModelForCausalLM`` / ``AutoTokenizer`` (``HFPolicy.from_pretrained``).
     """
     root = Path(os.path.expanduser(tiny.cache_dir))
-    key = cache_key(tiny, domain_ids, seed)
+    key = cache_key(tiny, domain_ids, seed, fingerprint)
     final = root / key
     if (final / "warmstart.json").is_file():
         if log:

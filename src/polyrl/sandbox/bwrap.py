@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import resource
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -121,16 +123,80 @@ def kill_uid(uid: int, sig: int, spare_pid: int = -1) -> None:
             pass
 
 
+# Enters the host view, becomes the slot uid, sets the rlimits, execs bwrap: what
+# ``preexec`` does, in a fresh single-threaded interpreter (see ``popen``).
+_TRAMPOLINE = r"""
+import ctypes, json, os, resource, sys
+spec = json.loads(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+for fd, flag in ((spec["userns_fd"], 0x10000000), (spec["mntns_fd"], 0x00020000)):
+    if libc.setns(fd, flag) != 0:
+        sys.stderr.write("polyrl sandbox: setns: %s\n" % os.strerror(ctypes.get_errno()))
+        os._exit(126)
+    os.close(fd)
+os.chdir("/")
+os.setgroups([])
+os.setresgid(spec["slot"], spec["slot"], spec["slot"])
+os.setresuid(spec["slot"], spec["slot"], spec["slot"])
+for res, soft, hard in spec["rlimits"]:
+    resource.setrlimit(res, (soft, hard))
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+_preexec_failed = False
+"""Set once a ``preexec_fn`` start failed in this process: later starts use the trampoline."""
+
+
 @dataclass
 class Prepared:
-    """A ready-to-start sandboxed command (see :func:`prepare`)."""
+    """A ready-to-start sandboxed command (see :func:`prepare`; start it with :func:`popen`).
+
+    Attributes:
+        fallback: ``(argv, pass_fds)`` starting the same command through a fresh
+            interpreter instead of ``preexec_fn`` (see ``popen``), or None.
+    """
 
     argv: list[str]
     env: dict[str, str]
-    preexec_fn: Callable[[], None]
+    preexec_fn: Callable[[], None] | None
     pass_fds: tuple[int, ...] = ()
     on_kill: Callable[[int, int], None] | None = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)
+    fallback: tuple[list[str], tuple[int, ...]] | None = None
+
+    def add_bwrap_options(self, options: list[str]) -> None:
+        """Insert ``options`` right after the bwrap binary, in ``argv`` and ``fallback``."""
+        self.argv[1:1] = options
+        if self.fallback is not None:
+            at = self.fallback[0].index(self.argv[0]) + 1  # the trampoline's bwrap path
+            self.fallback[0][at:at] = options
+
+
+def popen(prep: Prepared, *, pass_fds: tuple[int, ...] = (), **kwargs: object
+          ) -> subprocess.Popen:
+    """Start ``prep`` (``subprocess.Popen`` keyword arguments but argv/env/preexec_fn).
+
+    As root, the child joins the host view's namespaces (``setns``) in ``preexec_fn``.
+    The kernel refuses that (EINVAL) in a multi-threaded process, and a forked child of
+    a process using torch's thread pools can already hold a second thread (created at
+    fork). Then the start is retried through ``prep.fallback`` (a fresh
+    single-threaded interpreter doing the same, ~10 ms more), and every later start of
+    this process goes that way at once.
+
+    Raises:
+        OSError, subprocess.SubprocessError: as ``subprocess.Popen``.
+    """
+    global _preexec_failed
+    if prep.fallback is None or not _preexec_failed:
+        try:
+            return subprocess.Popen(prep.argv, env=prep.env, preexec_fn=prep.preexec_fn,
+                                    pass_fds=tuple(pass_fds) + prep.pass_fds, **kwargs)
+        except subprocess.SubprocessError:
+            if prep.fallback is None:
+                raise
+            _preexec_failed = True
+    argv, fds = prep.fallback
+    return subprocess.Popen(argv, env=prep.env, pass_fds=tuple(pass_fds) + fds, **kwargs)
 
 
 def prepare(
@@ -195,6 +261,12 @@ def prepare(
         for r, soft, hard in rl:
             resource.setrlimit(r, (soft, hard))
 
+    fallback = None
+    if view is not None and slot is not None:
+        spec = json.dumps({"userns_fd": view.userns_fd, "mntns_fd": view.mntns_fd,
+                           "slot": slot.slot, "rlimits": rl})
+        fallback = ([python, "-S", "-c", _TRAMPOLINE, spec] + args,
+                    (view.userns_fd, view.mntns_fd))
     on_kill = None
     if slot is not None:
         uid = slot.uid
@@ -204,4 +276,4 @@ def prepare(
             kill_uid(uid, sig, spare_pid=bwrap_pid if sig != signal.SIGKILL else -1)
 
     return Prepared(argv=args, env=sandbox_env(extra_env, python), preexec_fn=preexec,
-                    on_kill=on_kill)
+                    on_kill=on_kill, fallback=fallback)

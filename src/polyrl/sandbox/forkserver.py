@@ -74,9 +74,8 @@ class _Server:
             [fs.python, "-c", _SERVER_SRC, json.dumps(cfg)], server_lim,
             None, slot=self.slot, python=fs.python)
         try:
-            self.proc = subprocess.Popen(
-                prep.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=prep.env, preexec_fn=prep.preexec_fn,
+            self.proc = bwrap_backend.popen(
+                prep, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 start_new_session=True)
         except (OSError, subprocess.SubprocessError) as e:
             self._release()

@@ -57,6 +57,7 @@ def run_process(
     on_kill: Callable[[int, int], None] | None = None,
     gate: threading.Semaphore | None = None,
     release_fd: int = -1,
+    spawn: Callable[..., subprocess.Popen] | None = None,
 ) -> RawRun:
     """Run ``argv`` (in its own session) under ``limits.timeout_s`` and the output limit.
 
@@ -70,6 +71,9 @@ def run_process(
             write end of bwrap's ``--block-fd``), the sandbox is set up *before* the gate
             is taken and the program is released after: setup overlaps other programs.
         release_fd: closed by this function (written to once admitted).
+        spawn: starts the process instead of ``subprocess.Popen(argv, env=env,
+            preexec_fn=preexec_fn, ...)``, given the other ``Popen`` keyword arguments
+            (the bwrap backend's ``popen``, which may retry without ``preexec_fn``).
 
     Raises:
         SandboxError: the process could not be started.
@@ -83,11 +87,13 @@ def run_process(
         stdin_f.write(stdin)
         stdin_f.seek(0)
     try:
-        proc = subprocess.Popen(
-            argv, stdin=stdin_f if stdin_f else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd,
-            preexec_fn=preexec_fn, pass_fds=pass_fds, start_new_session=True, close_fds=True,
-        )
+        io = {"stdin": stdin_f if stdin_f else subprocess.DEVNULL, "stdout": subprocess.PIPE,
+              "stderr": subprocess.PIPE, "cwd": cwd, "pass_fds": pass_fds,
+              "start_new_session": True, "close_fds": True}
+        if spawn is not None:
+            proc = spawn(**io)
+        else:
+            proc = subprocess.Popen(argv, env=env, preexec_fn=preexec_fn, **io)
         proc_started = True
     except OSError as e:
         raise SandboxError(f"could not start {argv[0]}: {e}") from e

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -170,12 +171,14 @@ class Sandbox:
         block_r, block_w = os.pipe()
         os.set_blocking(status_r, False)
         # bwrap sets the sandbox up, then waits on --block-fd until we are admitted
-        prep.argv[1:1] = ["--json-status-fd", str(status_w), "--block-fd", str(block_r)]
+        prep.add_bwrap_options(["--json-status-fd", str(status_w), "--block-fd", str(block_r)])
         try:
             release_fd, block_w = block_w, -1  # run_process closes it in every case
+            # the trampoline (see bwrap_backend.popen) passes the status/block fds on
             raw = run_process(prep.argv, lim, env=prep.env, stdin=data,
                               preexec_fn=prep.preexec_fn, pass_fds=(status_w, block_r),
-                              on_kill=prep.on_kill, gate=self._gate, release_fd=release_fd)
+                              on_kill=prep.on_kill, gate=self._gate, release_fd=release_fd,
+                              spawn=functools.partial(bwrap_backend.popen, prep))
             os.close(status_w)
             status_w = -1
             _check_bwrap_started(status_r, raw.stderr, raw.killed_for)

@@ -117,7 +117,8 @@ def build_groups(
         scores: one ``Score`` per completion.
         group_size: G.
         version: the policy version (optimizer step) that sampled them.
-        scale: advantage std scaling (``group_advantages``): "group", "batch" or "none".
+        scale: advantage std scaling: "group", "batch", "none" (``group_advantages``) or
+            "domain" (the pooled within-group std of each domain's groups in the step).
         max_tokens: the generation limit (for the overlong penalty), tokens.
         overlong_buffer_tokens: DAPO's overlong window; 0 = no penalty.
 
@@ -197,19 +198,39 @@ def _sequences(answers: Sequence[Completion | Episode]) -> tuple[
 
 
 def _set_advantages(groups: list[Group], scale: str) -> None:
-    """Fill ``advantages`` of each group (groups may differ in size)."""
+    """Fill ``advantages`` of each group (groups may differ in size).
+
+    ``scale="domain"``: each group's centred rewards are divided by the pooled
+    within-group std of its domain's groups in this step,
+    ``sqrt(sum_g sum_i (r_gi - mean_g)^2 / (n_d - groups_d))``. Every domain's
+    advantages then have unit scale whatever its reward scale (per-task normalisation
+    of multi-task RL, after PopArt, Hessel et al., arXiv 1809.04474), while a group whose
+    rewards differ by a hair keeps small advantages (per-group std scaling blows those
+    up to +-1, the bias Dr. GRPO, arXiv 2503.20783, points out).
+    """
     if not groups:
         return
-    batch_std = None
+    divisor: dict[int, torch.Tensor] = {}  # id(group) -> std to divide by
     if scale == "batch":
         every = torch.tensor([r for g in groups for r in g.rewards])
         batch_std = every.std() if every.numel() > 1 else torch.zeros(())
+        divisor = {id(g): batch_std for g in groups}
+    elif scale == "domain":
+        by_domain: dict[str, list[Group]] = {}
+        for g in groups:
+            by_domain.setdefault(g.task.domain, []).append(g)
+        for gs in by_domain.values():
+            sq = sum(float(((torch.tensor(g.rewards) - float(np.mean(g.rewards))) ** 2).sum())
+                     for g in gs)
+            dof = sum(len(g.rewards) for g in gs) - len(gs)
+            std = torch.tensor((sq / dof) ** 0.5 if dof > 0 else 0.0)
+            divisor.update({id(g): std for g in gs})
     for g in groups:
         r = torch.tensor(g.rewards, dtype=torch.float32).unsqueeze(0)  # (1, G)
-        if batch_std is None:
-            adv = group_advantages(r, scale)
+        if id(g) in divisor:
+            adv = group_advantages(r, "none") / (divisor[id(g)] + 1e-4)
         else:
-            adv = group_advantages(r, "none") / (batch_std + 1e-4)
+            adv = group_advantages(r, scale)
         g.advantages = adv.squeeze(0).tolist()
 
 

@@ -261,8 +261,10 @@ class MbppPlusDomain(CodeDomain):
                 yield self._task(row)
 
     def split_sizes(self) -> dict[str, int | None]:
-        """``{"train": 0, "test": 378}`` for the release file (0 when data is missing)."""
-        try:
-            return {"train": 0, "test": len(self._load())}
-        except ConfigError:
-            return {"train": 0, "test": 0}
+        """``{"train": 0, "test": 378}`` for the release file.
+
+        Raises:
+            ConfigError: the data file is missing or malformed (``polyrl domains list``
+                then shows the domain as unavailable, with this reason).
+        """
+        return {"train": 0, "test": len(self._load())}

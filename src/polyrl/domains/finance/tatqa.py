@@ -112,8 +112,10 @@ class TatQaDomain(FinanceDomain):
         yield from filter_tasks(self._load(), difficulty, n)
 
     def split_sizes(self) -> dict[str, int | None]:
-        """``{"train": 0, "test": <questions in the file>}`` (0 when the file is missing)."""
-        try:
-            return {"train": 0, "test": len(self._load())}
-        except ConfigError:
-            return {"train": 0, "test": 0}
+        """``{"train": 0, "test": <questions in the file>}``.
+
+        Raises:
+            ConfigError: the data file is missing or malformed (``polyrl domains list``
+                then shows the domain as unavailable, with this reason).
+        """
+        return {"train": 0, "test": len(self._load())}
