@@ -71,3 +71,18 @@ def test_check_failing_plugin_domain_exits_1(tmp_path):
     assert out["id"] == "liar/arith-v1" and out["ok"] is False and out["oracle_mean"] < 1
     r = polyrl("domains", "check", "liar/arith-v1", env=env)
     assert r.returncode == 1 and "FAILED" in r.stdout and "problem" in r.stdout
+
+
+def test_list_without_data_says_unavailable_and_prints_reasons_verbatim(tmp_path):
+    data = tmp_path / "data[v2]"  # brackets: Rich markup must not eat them
+    data.mkdir()
+    env = {**os.environ, "POLYRL_DATA_DIR": str(data), "COLUMNS": "400"}
+    r = polyrl("domains", "list", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    rows = {d["id"]: d for d in last_json(r.stdout)["domains"]}
+    for domain_id in ("code/mbppplus-v1", "finance/tatqa-v1", "math/gsm8k-v1"):
+        assert rows[domain_id]["splits"] is None, domain_id  # not an empty domain
+        assert "data[v2]" in rows[domain_id]["error"]
+    table = polyrl("domains", "list", env=env)
+    assert table.returncode == 0, table.stderr
+    assert "unavailable" in table.stdout and "data[v2]" in table.stdout

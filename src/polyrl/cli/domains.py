@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from polyrl.cli import app
@@ -58,14 +59,16 @@ def list_(json_: bool = typer.Option(False, "--json", help="One JSON object on s
     for row in rows:
         splits = row["splits"]
         if splits is None:
-            train, test = "[red]unavailable[/red]", row["error"]
+            train, test = "[red]unavailable[/red]", escape(row["error"])
         else:
             train, test = _size(splits.get("train")), _size(splits.get("test"))
-        table.add_row(row["id"], row["family"], train, test, row["description"])
+        table.add_row(row["id"], row["family"], train, test, escape(row["description"]))
     console = Console()
     console.print(table)
     for source, reason in skipped_sources.items():
-        console.print(f"[yellow]skipped[/yellow] {source}: {reason}", highlight=False)
+        # reasons hold install hints like pip install 'polyrl[cad]': not Rich markup
+        console.print(f"[yellow]skipped[/yellow] {escape(source)}: {escape(reason)}",
+                      highlight=False)
 
 
 @domains_app.command("check")

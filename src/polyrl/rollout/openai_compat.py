@@ -242,4 +242,4 @@ def _final_error(url: str, status: int, detail: str) -> Exception:
     low = detail.lower()
     if status == 400 and ("context length" in low or "maximum context" in low or "too long" in low):
         return PromptTooLongError(f"{url}: {detail}")
-    return ConfigError("<cli>", "policy", f"{url} answered HTTP {status}: {detail}")
+    return ConfigError("<cli>", "--policy", f"{url} answered HTTP {status}: {detail}")

@@ -61,7 +61,7 @@ def make_policy(spec: str, domains: Mapping[str, Any] | Iterable[Any] | None = N
 
 
 def _bad(spec: str, why: str) -> ConfigError:
-    return ConfigError("<cli>", "policy", f"{why} in {spec!r}; use one of {', '.join(SPEC_FORMS)}")
+    return ConfigError("<cli>", "--policy", f"{why} in {spec!r}; use one of {', '.join(SPEC_FORMS)}")
 
 
 def _domain_map(domains: Mapping[str, Any] | Iterable[Any] | None) -> dict[str, Any]:

@@ -48,7 +48,7 @@ class VLLMPolicy(Policy):
         super().__init__()
         reason = vllm_unavailable_reason()
         if reason:
-            raise ConfigError("<cli>", "policy", f"vllm:{path_or_id}: {reason}")
+            raise ConfigError("<cli>", "--policy", f"vllm:{path_or_id}: {reason}")
         import vllm
 
         self.name = f"vllm:{path_or_id}"
