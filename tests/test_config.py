@@ -18,7 +18,7 @@ def test_unknown_key_names_file_path_and_suggestion(tmp_path):
     p.write_text("train:\n  learning_rat: 0.1\n")
     with pytest.raises(ConfigError) as e:
         load_config(p)
-    assert str(e.value) == "quickstart.yaml: train.learning_rat: unknown key (did you mean 'lr'?)"
+    assert str(e.value) == f"{p}: train.learning_rat: unknown key (did you mean 'lr'?)"
 
 
 def test_bad_value_message():
@@ -39,8 +39,9 @@ def test_wrong_type_and_nested_list_paths():
 def test_invalid_yaml_and_missing_file(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("train: [\n")
-    with pytest.raises(ConfigError, match="bad.yaml: line"):
+    with pytest.raises(ConfigError, match="bad.yaml: line") as e:
         load_config(p)
+    assert str(e.value).startswith(f"{p}: line")  # the path as given, not only its name
     with pytest.raises(ConfigError, match="file not found"):
         load_config(tmp_path / "nope.yaml")
 
@@ -59,7 +60,7 @@ def test_cli_misspelled_key_is_one_line_exit_2(tmp_path):
     p.write_text("train:\n  lrr: 0.1\n")
     r = subprocess.run([sys.executable, "-m", "polyrl", "run", str(p)], capture_output=True, text=True)
     assert r.returncode == 2
-    assert r.stderr.strip() == "quickstart.yaml: train.lrr: unknown key (did you mean 'lr'?)"
+    assert r.stderr.strip() == f"{p}: train.lrr: unknown key (did you mean 'lr'?)"
     assert "Traceback" not in r.stderr
 
 

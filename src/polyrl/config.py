@@ -333,7 +333,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         text = resources.files("polyrl.configs").joinpath("quickstart.yaml").read_text()
     else:
         p = Path(path)
-        file = p.name
+        file = str(p)  # as the user gave it: names the very file
         if not p.is_file():
             raise ConfigError(str(p), "", "file not found")
         text = p.read_text()

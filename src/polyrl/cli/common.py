@@ -13,6 +13,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -36,12 +37,12 @@ state = _State()
 def log(message: str) -> None:
     """Print a log line to stderr unless ``--quiet``."""
     if not state.quiet:
-        err_console.print(message)
+        err_console.print(message, markup=False)  # verbatim: paths, hints like [cad]
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print one line ``error: <message>`` to stderr and exit with ``code``."""
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

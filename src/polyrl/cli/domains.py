@@ -104,7 +104,7 @@ def check(
         console = Console()
         console.print(table)
         for problem in report.problems:
-            console.print(f"[red]problem:[/red] {problem}", highlight=False)
+            console.print(f"[red]problem:[/red] {escape(problem)}", highlight=False)
         console.print("[green]ok[/green]" if report.ok else "[red]FAILED[/red]")
     if not report.ok:
         raise typer.Exit(1)

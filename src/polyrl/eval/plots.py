@@ -70,7 +70,7 @@ def plot_reward(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
     ax.set(xlabel="RL step", ylabel="mean training reward", title="Reward per domain",
            ylim=(-0.02, 1.02))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # never over a curve
     return _save(fig, path)
 
 
