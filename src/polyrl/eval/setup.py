@@ -153,13 +153,18 @@ def load_policy(path: str, cfg: RunConfig) -> Any:
                       "use 'hf' or 'vllm' (evaluate remote models with `polyrl eval`)")
 
 
+def scheduler_workers(cfg: RunConfig) -> int:
+    """``scheduler.workers``, 0 meaning one per CPU."""
+    return cfg.scheduler.workers or (os.cpu_count() or 1)
+
+
 def make_scheduler(cfg: RunConfig, run_dir: Path) -> Any:
     """A ``Scheduler`` over ``run_dir/state.sqlite`` (jobs, retries, durable results)."""
     from polyrl.scheduler import Scheduler, SQLiteStore
 
-    workers = cfg.scheduler.workers or (os.cpu_count() or 1)
     return Scheduler(store=SQLiteStore(Path(run_dir) / "state.sqlite"),
-                     executor=cfg.scheduler.backend, workers=workers, seed=cfg.run.seed)
+                     executor=cfg.scheduler.backend, workers=scheduler_workers(cfg),
+                     seed=cfg.run.seed)
 
 
 def eval_sampling(cfg: RunConfig) -> SamplingParams:

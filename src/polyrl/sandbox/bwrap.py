@@ -196,7 +196,8 @@ def popen(prep: Prepared, *, pass_fds: tuple[int, ...] = (), **kwargs: object
                 raise
             _preexec_failed = True
     argv, fds = prep.fallback
-    return subprocess.Popen(argv, env=prep.env, pass_fds=tuple(pass_fds) + fds, **kwargs)
+    return subprocess.Popen(argv, env=prep.env, pass_fds=tuple(pass_fds) + prep.pass_fds + fds,
+                            **kwargs)
 
 
 def prepare(

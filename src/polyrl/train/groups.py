@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from polyrl.train.advantages import group_advantages, overlong_penalty
+from polyrl.train.advantages import STD_EPS, group_advantages, overlong_penalty
 from polyrl.types import Completion, Episode, Score, Task
 
 
@@ -210,25 +210,24 @@ def _set_advantages(groups: list[Group], scale: str) -> None:
     """
     if not groups:
         return
-    divisor: dict[int, torch.Tensor] = {}  # id(group) -> std to divide by
+    divisor: dict[int, float] = {}  # id(group) -> std its centred rewards are divided by
     if scale == "batch":
-        every = torch.tensor([r for g in groups for r in g.rewards])
-        batch_std = every.std() if every.numel() > 1 else torch.zeros(())
-        divisor = {id(g): batch_std for g in groups}
+        every = np.array([r for g in groups for r in g.rewards])
+        std = float(every.std(ddof=1)) if every.size > 1 else 0.0
+        divisor = {id(g): std for g in groups}
     elif scale == "domain":
         by_domain: dict[str, list[Group]] = {}
         for g in groups:
             by_domain.setdefault(g.task.domain, []).append(g)
         for gs in by_domain.values():
-            sq = sum(float(((torch.tensor(g.rewards) - float(np.mean(g.rewards))) ** 2).sum())
-                     for g in gs)
+            sq = sum(float(((np.asarray(g.rewards) - np.mean(g.rewards)) ** 2).sum()) for g in gs)
             dof = sum(len(g.rewards) for g in gs) - len(gs)
-            std = torch.tensor((sq / dof) ** 0.5 if dof > 0 else 0.0)
+            std = (sq / dof) ** 0.5 if dof > 0 else 0.0
             divisor.update({id(g): std for g in gs})
     for g in groups:
         r = torch.tensor(g.rewards, dtype=torch.float32).unsqueeze(0)  # (1, G)
         if id(g) in divisor:
-            adv = group_advantages(r, "none") / (divisor[id(g)] + 1e-4)
+            adv = group_advantages(r, "none") / (divisor[id(g)] + STD_EPS)
         else:
             adv = group_advantages(r, scale)
         g.advantages = adv.squeeze(0).tolist()
