@@ -148,6 +148,9 @@ class TrainSection(_Section):
         0, ge=0, description="DAPO soft overlong penalty window, tokens (0 = off)."
     )
     shared_prefix: bool = Field(True, description="Compute each group's prompt once in training.")
+    merge_repeats: bool = Field(
+        True, description="Run a group's identical completions through the training forward "
+        "once, weighted by their count (the same gradient, fewer tokens).")
     micro_batch_size: int = Field(16, ge=1, description="Sequences per forward/backward.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     lora: bool = Field(False, description="Train LoRA adapters instead of all weights.")

@@ -77,7 +77,11 @@ def test_splits_are_disjoint_by_expression(arith):
     train = {t.metadata["expression"] for t in arith.tasks("train", n=2000, difficulty=1)}
     test = {t.metadata["expression"] for t in arith.tasks("test", n=500, difficulty=1)}
     assert not train & test
-    assert all(split_of(e) == "train" for e in train) and all(split_of(e) == "test" for e in test)
+    assert all(split_of(e, arith.test_per_10) == "train" for e in train)
+    assert all(split_of(e, arith.test_per_10) == "test" for e in test)
+    d1 = [f"{a}+{b}" for a in range(10, 100) for b in range(10, 100)]
+    share = sum(split_of(e, arith.test_per_10) == "test" for e in d1) / len(d1)
+    assert 0.27 < share < 0.33  # 30% of difficulty 1 is held out
     ids = [t.id for t in arith.tasks("test", n=3, seed=7, difficulty=2)]
     assert ids == ["test/d2/s7/0", "test/d2/s7/1", "test/d2/s7/2"]
 

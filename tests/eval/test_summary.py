@@ -68,3 +68,13 @@ def test_markdown_table():
                            "wall_s": 312.4, "steps": 60, "stages_s": {"train": 200.0}})
     assert "**2 of 3** domains" in md and "| math/arith-v1 | 64 |" in md
     assert "Wall time: 312 s" in md
+
+
+def test_train_progress_follows_whichever_cap_binds_first():
+    from polyrl.eval.pipeline import train_progress
+
+    assert train_progress(600, 1200, 100.0, 400.0) == pytest.approx(50.0)  # steps lead
+    assert train_progress(300, 1200, 200.0, 400.0) == pytest.approx(50.0)  # time leads
+    assert train_progress(694, 1200, 400.2, 400.0) == 100.0  # stopped on the budget: full
+    assert train_progress(3, 3, 1.0, 400.0) == 100.0  # stopped on the steps: full
+    assert train_progress(5, 10, 1e6, 0.0) == pytest.approx(50.0)  # no time cap

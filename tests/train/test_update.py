@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from polyrl.train.groups import Group
@@ -69,3 +70,45 @@ def test_num_iterations_reuses_the_batch_under_the_clip():
         moved3 = sum(float((a - b).abs().sum()) for a, b in
                      zip(three.parameters(), tiny_model().parameters(), strict=True))
     assert moved3 > moved1
+
+
+def repeating_groups() -> list[Group]:
+    """Two groups whose completions repeat (equal tokens -> equal reward, advantage)."""
+    a = Group(task=TASK, arm=0, prompt_ids=[5, 6, 7],
+              completions=[[10, 11], [12], [10, 11], [13, 14, 15], [12], [10, 11]],
+              behaviour_logprobs=[[] for _ in range(6)], rewards=[1, 0, 1, 0.5, 0, 1],
+              advantages=[0.9, -1.1, 0.9, 0.1, -1.1, 0.9], policy_version=0)
+    b = Group(task=TASK, arm=0, prompt_ids=[8, 9],
+              completions=[[20], [20], [21, 22], [20]], behaviour_logprobs=[[] for _ in range(4)],
+              rewards=[0, 0, 1, 0], advantages=[-0.5, -0.5, 1.5, -0.5], policy_version=0)
+    return [a, b]
+
+
+def test_merging_repeated_rows_gives_the_unmerged_gradient():
+    from polyrl.train.losses import LOSS_AGGREGATIONS
+    from polyrl.train.update import chunk_logprobs, distinct_rows
+
+    groups = repeating_groups()
+    assert distinct_rows(groups[0]) == ([0, 1, 3], [3, 2, 1])
+    assert distinct_rows(groups[1]) == ([0, 2], [3, 1])
+    ref = tiny_model(seed=1)
+    for agg in LOSS_AGGREGATIONS:
+        figures, grads = [], []
+        for merge in (False, True):
+            model = tiny_model()
+            opts = UpdateOptions(loss_agg=agg, merge_repeats=merge, kl_coef=0.1,
+                                 micro_batch_size=3, max_tokens=4)
+            ref_fn = lambda chunk, o=opts: chunk_logprobs(ref, chunk, o, False).logprobs  # noqa: E731
+            opt = torch.optim.SGD(model.parameters(), lr=1.0)
+            stats = policy_update(model, opt, groups, opts, ref_fn, step_optimizer=False)
+            figures.append(stats)
+            grads.append(torch.cat([p.grad.flatten() for p in model.parameters()
+                                    if p.grad is not None]))
+        full, merged = figures
+        assert full.distinct_sequences == 10 and merged.distinct_sequences == 5, agg
+        assert full.sequences == merged.sequences == 10, agg
+        assert merged.micro_batches < full.micro_batches, agg
+        assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4), agg
+        for name in ("loss", "policy_loss", "kl", "entropy", "grad_norm"):
+            assert getattr(merged, name) == pytest.approx(getattr(full, name), rel=1e-4,
+                                                          abs=1e-7), (agg, name)

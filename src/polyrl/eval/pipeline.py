@@ -58,6 +58,22 @@ class Hooks:
         """The current stage finished."""
 
 
+def train_progress(step: int, steps: int, elapsed_s: float, budget_s: float) -> float:
+    """Percent of the RL stage done: the larger of the step share and the time share.
+
+    Args:
+        step: steps done; steps: ``train.steps``.
+        elapsed_s: seconds of RL so far, all sessions; budget_s: ``run.time_budget_s``
+            (0 = no time cap).
+
+    Returns:
+        0..100; 100 once either the steps or the time budget run out, so a run that
+        stops on its time budget ends its bar full.
+    """
+    by_time = elapsed_s / budget_s if budget_s > 0 else 0.0
+    return 100.0 * min(1.0, max(step / max(1, steps), by_time))
+
+
 class RunInterrupted(Exception):
     """The run stopped on Ctrl-C; ``run_dir`` holds a resumable state."""
 
@@ -257,16 +273,22 @@ class _Job:
         budget = self.cfg.run.time_budget_s
         if budget > 0:  # the budget covers all sessions together
             trainer.cfg.run.time_budget_s = max(1.0, budget - self.state.get("train_s", 0.0))
-        self.hooks.start("RL (GRPO)", self.cfg.train.steps)
-        self.hooks.update(trainer.step)
+        steps, spent = self.cfg.train.steps, self.state.get("train_s", 0.0)
+        t0 = time.monotonic()
+
+        def done(step: int) -> float:
+            return train_progress(step, steps, spent + time.monotonic() - t0, budget)
+
+        self.hooks.start("RL (GRPO)", 100.0)
+        self.hooks.update(done(trainer.step), f"step {trainer.step}")
         stop = threading.Event()
 
         def on_step(rec: dict[str, Any]) -> None:
-            self.hooks.update(rec["step"], f"reward {rec.get('reward/mean') or 0:.3f}")
+            self.hooks.update(done(rec["step"]),
+                              f"step {rec['step']} reward {rec.get('reward/mean') or 0:.3f}")
             if stop.is_set():
                 raise _StopAfterStep
 
-        t0 = time.monotonic()
         try:
             with _first_sigint_sets(stop, self.hooks):
                 trainer.fit(on_step=on_step)

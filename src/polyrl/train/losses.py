@@ -86,6 +86,7 @@ def aggregate(
     *,
     normalizer: float | None = None,
     max_tokens: int | None = None,
+    sequence_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduce a per-token loss to a scalar with one of ``LOSS_AGGREGATIONS``.
 
@@ -96,6 +97,10 @@ def aggregate(
         normalizer: the denominator: number of tokens (``token-mean``) or sequences
             (the ``seq-mean-*`` modes) of the whole optimizer step. None = this batch's.
         max_tokens: the constant length of ``seq-mean-token-sum-norm`` (default: seq).
+        sequence_weights: (batch,) how many identical sequences each row stands for
+            (``policy_update`` merges repeated completions of a group); None = 1 each.
+            With the step's ``normalizer``, a row of weight k gives exactly what k
+            copies of it would.
 
     Returns:
         scalar tensor.
@@ -103,14 +108,19 @@ def aggregate(
     Raises:
         ValueError: unknown ``loss_agg``.
     """
+    w = None if sequence_weights is None else sequence_weights.to(per_token.dtype).unsqueeze(1)
     masked = per_token * mask  # (B, T)
     if loss_agg == "token-mean":
-        denom = mask.sum().clamp(min=1.0) if normalizer is None else normalizer
-        return masked.sum() / denom
-    n_seq = float(per_token.shape[0]) if normalizer is None else normalizer
+        weighted_mask = mask if w is None else mask * w
+        denom = weighted_mask.sum().clamp(min=1.0) if normalizer is None else normalizer
+        return (masked if w is None else masked * w).sum() / denom
+    n_seq = (float(per_token.shape[0]) if w is None else w.sum()) if normalizer is None \
+        else normalizer
     if loss_agg == "seq-mean-token-mean":
         seq = masked.sum(-1) / mask.sum(-1).clamp(min=1.0)  # (B,)
-        return seq.sum() / n_seq
+        return (seq if w is None else seq * w.squeeze(1)).sum() / n_seq
+    if w is not None:
+        masked = masked * w
     if loss_agg == "seq-mean-token-sum":
         return masked.sum() / n_seq
     if loss_agg == "seq-mean-token-sum-norm":
@@ -135,6 +145,7 @@ def grpo_loss(
     importance_weights: torch.Tensor | None = None,
     normalizer: float | None = None,
     max_tokens: int | None = None,
+    sequence_weights: torch.Tensor | None = None,
 ) -> LossOutput:
     """The clipped-ratio policy-gradient loss of GRPO/DAPO/Dr. GRPO.
 
@@ -163,6 +174,8 @@ def grpo_loss(
             policy term (clipped importance weights of replayed groups); None = 1.
         normalizer: the step-wide denominator (see ``aggregate``).
         max_tokens: the constant length of ``seq-mean-token-sum-norm``.
+        sequence_weights: (batch,) multiplicity of each row (see ``aggregate``); the
+            KL and clip-fraction figures count a row that many times too.
 
     Returns:
         ``LossOutput``.
@@ -184,8 +197,10 @@ def grpo_loss(
         w = importance_weights.detach()
         per_token = per_token * (w.unsqueeze(1) if w.dim() == 1 else w)
     policy_part = aggregate(per_token, mask, loss_agg, normalizer=normalizer,
-                            max_tokens=max_tokens)
-    n_tokens = mask.sum().clamp(min=1.0)
+                            max_tokens=max_tokens, sequence_weights=sequence_weights)
+    counted = mask if sequence_weights is None else \
+        mask * sequence_weights.to(mask.dtype).unsqueeze(1)  # (B, T): tokens, with repeats
+    n_tokens = counted.sum().clamp(min=1.0)
     kl_mean = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
     if kl_coef > 0:
         if ref_logprobs is None:
@@ -194,11 +209,12 @@ def grpo_loss(
         if kl_is_correction:
             kl = kl * ratio
         per_token = per_token + kl_coef * kl
-        kl_mean = ((kl * mask).sum() / n_tokens).detach()
-    loss = aggregate(per_token, mask, loss_agg, normalizer=normalizer, max_tokens=max_tokens)
+        kl_mean = ((kl * counted).sum() / n_tokens).detach()
+    loss = aggregate(per_token, mask, loss_agg, normalizer=normalizer, max_tokens=max_tokens,
+                     sequence_weights=sequence_weights)
     with torch.no_grad():
         low = (ratio < 1 - clip_eps_low) & (adv < 0)
         high = (ratio > 1 + clip_eps_high) & (adv > 0)
-        clip_fraction = ((low | high).to(mask.dtype) * mask).sum() / n_tokens
+        clip_fraction = ((low | high).to(mask.dtype) * counted).sum() / n_tokens
     return LossOutput(loss=loss, policy_loss=policy_part.detach(), kl=kl_mean,
                       clip_fraction=clip_fraction)

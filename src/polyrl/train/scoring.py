@@ -3,6 +3,13 @@
 Scores come from ``Domain.safe_score``: an infrastructure or grader failure is
 recorded on the ``Score`` (``ok`` False) and the trainer leaves that completion
 out of its group; it is never turned into reward 0.0.
+
+``Domain.score`` is deterministic (the domain contract), so identical single-turn
+completions of one task are scored once and the score is shared: a group of G
+samples from a confident policy often repeats itself (measured on the quickstart:
+44% of code/gen-v1 and 33% of tools/gen-v1 completions were distinct within their
+group), and every score is a sandbox run and a durable scheduler record.
+Multi-turn episodes are always scored one by one.
 """
 
 from __future__ import annotations
@@ -46,11 +53,44 @@ def score_completions(
     if unknown:
         raise ValueError(f"tasks from domains the trainer was not given: {unknown}")
     pairs = [(tasks[i // group_size], c) for i, c in enumerate(completions)]
+    unique, owner = distinct_pairs(pairs)
     if scheduler is None:
-        return [domains[t.domain].safe_score(t, c) for t, c in pairs]
-    fn = _ScoreOne(domains)
-    results = scheduler.map(fn, pairs, kind="score", on_failure="return")
-    return [_as_score(r) for r in results]
+        scores = [domains[t.domain].safe_score(t, c) for t, c in unique]
+    else:
+        fn = _ScoreOne(domains)
+        results = scheduler.map(fn, unique, kind="score", on_failure="return")
+        scores = [_as_score(r) for r in results]
+    return [scores[j] for j in owner]
+
+
+def distinct_pairs(pairs: Sequence[tuple[Task, Any]]) -> tuple[list[tuple[Task, Any]], list[int]]:
+    """Drop repeated single-turn (task, completion) pairs before scoring.
+
+    Two pairs repeat when the task (domain, id, prompt) and the completion's text and
+    ``finish_reason`` are equal; episodes (anything but a ``Completion``) never do.
+
+    Args:
+        pairs: n (task, completion-or-episode) pairs.
+
+    Returns:
+        ``(unique, owner)``: the m <= n pairs to score, first occurrences in order, and
+        for each of the n input pairs the index into ``unique`` whose score it takes.
+    """
+    unique: list[tuple[Task, Any]] = []
+    owner: list[int] = []
+    seen: dict[tuple, int] = {}
+    for task, answer in pairs:
+        key = None
+        if isinstance(answer, Completion):
+            key = (task.domain, task.id, repr(task.prompt), answer.text, answer.finish_reason)
+        if key is not None and key in seen:
+            owner.append(seen[key])
+            continue
+        if key is not None:
+            seen[key] = len(unique)
+        owner.append(len(unique))
+        unique.append((task, answer))
+    return unique, owner
 
 
 class _ScoreOne:

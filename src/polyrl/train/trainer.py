@@ -223,7 +223,8 @@ class Trainer:
         rec.update({k: v if trained else float("nan") for k, v in figures.items()})
         rec.update({"replay/size": len(self.replay), "replay/is_weight": upd.is_weight,
                     "score_errors": built.score_errors, "groups/dropped": built.dropped_groups,
-                    "tokens/trained": upd.tokens})
+                    "tokens/trained": upd.tokens, "sequences/trained": upd.sequences,
+                    "sequences/distinct": upd.distinct_sequences})
         rec.update(mix)
         rec.update(timing)
         rec["tokens_per_s"] = upd.tokens / timing["time/update_s"] if upd.tokens else 0.0
@@ -301,6 +302,7 @@ class Trainer:
             max_grad_norm=t.max_grad_norm, temperature=r.temperature,
             max_tokens=r.max_new_tokens, is_clip=self.cfg.replay.is_clip,
             shared_prefix=t.shared_prefix and not t.gradient_checkpointing,
+            merge_repeats=t.merge_repeats,
             pad_id=0 if pad is None else int(pad),
             autocast_dtype=torch.bfloat16 if bf16 and device.type == "cuda" else None)
 

@@ -18,8 +18,10 @@ Difficulty 1 fits the tiny byte-level quickstart model (prompt 6 bytes, answer
 <= 3 bytes); difficulty 5 needs exact multi-digit multiplication over many
 steps, which language models without tools get wrong often.
 
-Splits: a problem belongs to ``test`` when ``crc32(expression) % 10 == 0``
-(about 10%), else to ``train``, so the two never share an expression.
+Splits: a problem belongs to ``test`` when ``crc32(expression) % 10 < 3`` (about
+30%), else to ``train``, so the two never share an expression. Difficulty 1 has
+8100 problems: 30% gives ~2450 distinct held-out prompts, enough to resolve a
++0.015 change in mean reward (10% gave ~820, a 95% interval of about +-0.017).
 
 Reward: ``exact`` (0.5) + place-value ``digits`` (0.5), shared by the procedural math
 domains (``polyrl.domains.math.procedural``); ``Score.passed`` is ``exact == 1``.
@@ -130,7 +132,7 @@ class Arithmetic(ProceduralMath):
 
     Args:
         domain_id: the versioned id (parameterised copies use other names).
-        test_per_10: tenths of the problem space held out as ``test`` (1 = 10%).
+        test_per_10: tenths of the problem space held out as ``test`` (3 = 30%).
 
     Raises:
         ValueError: ``test_per_10`` outside 1..9.
@@ -138,7 +140,7 @@ class Arithmetic(ProceduralMath):
 
     description = "Integer arithmetic, '23+45=' up to nested multi-digit expressions."
 
-    def __init__(self, domain_id: str = "math/arith-v1", *, test_per_10: int = 1) -> None:
+    def __init__(self, domain_id: str = "math/arith-v1", *, test_per_10: int = 3) -> None:
         super().__init__(domain_id, test_per_10=test_per_10)
 
     def draw(self, rng: random.Random, difficulty: int) -> Problem:

@@ -1,0 +1,67 @@
+"""Step scoring: repeated completions of one task are scored once and share the score."""
+
+from __future__ import annotations
+
+from polyrl.domains.math.arith import Arithmetic
+from polyrl.scheduler import MemoryStore, Scheduler
+from polyrl.train.scoring import distinct_pairs, score_completions
+from polyrl.types import Completion
+
+
+class CountingArith(Arithmetic):
+    """The real arith domain, counting how often it grades."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def score(self, task, answer):
+        self.calls += 1
+        return super().score(task, answer)
+
+
+def _step(domain: Arithmetic) -> tuple[list, list[Completion]]:
+    tasks = list(domain.tasks("train", difficulty=1, n=2, seed=3))
+    right = [t.reference for t in tasks]
+    texts = [right[0], right[0], "7", right[0],  # task 0: two distinct texts
+             "7", "7", "7", right[1]]  # task 1: "7" repeats; "7" of task 0 is another task
+    comps = [Completion(task_id=tasks[i // 4].id, text=x, sample_index=i % 4)
+             for i, x in enumerate(texts)]
+    return tasks, comps
+
+
+def test_repeats_are_scored_once_and_scores_stay_aligned():
+    domain = CountingArith()
+    tasks, comps = _step(domain)
+    scores = score_completions({domain.id: domain}, tasks, comps, group_size=4)
+    assert domain.calls == 4  # (t0, right), (t0, "7"), (t1, "7"), (t1, right)
+    assert [s.reward for s in scores] == [1.0, 1.0, scores[2].reward, 1.0,
+                                          scores[4].reward, scores[4].reward, scores[4].reward, 1.0]
+    assert scores[2].reward < 1.0 and scores[4].reward < 1.0
+    fresh = Arithmetic()
+    assert [s.reward for s in scores] == [fresh.score(tasks[i // 4], c).reward
+                                          for i, c in enumerate(comps)]
+
+
+def test_repeats_make_one_scheduler_job_each():
+    domain = Arithmetic()
+    tasks, comps = _step(domain)
+    store = MemoryStore()
+    with Scheduler(store, workers=2) as sched:
+        scores = score_completions({domain.id: domain}, tasks, comps, group_size=4,
+                                   scheduler=sched)
+        assert len({event[0] for event in store.events()}) == 4
+    assert [s.reward == 1.0 for s in scores] == [True, True, False, True,
+                                                 False, False, False, True]
+
+
+def test_finish_reason_and_non_completions_are_kept_apart():
+    domain = Arithmetic()
+    task = next(domain.tasks("train", difficulty=1, n=1, seed=0))
+    stop = Completion(task_id=task.id, text="12")
+    cut = Completion(task_id=task.id, text="12", finish_reason="length")
+    episode = object()  # anything that is not a Completion is never merged
+    unique, owner = distinct_pairs([(task, stop), (task, cut), (task, stop),
+                                    (task, episode), (task, episode)])
+    assert owner == [0, 1, 0, 2, 3]
+    assert [a for _, a in unique] == [stop, cut, episode, episode]
