@@ -44,6 +44,14 @@ def test_invalid_yaml_and_missing_file(tmp_path):
     assert str(e.value).startswith(f"{p}: line")  # the path as given, not only its name
     with pytest.raises(ConfigError, match="file not found"):
         load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("train:\n  steps: 1\n  lr: 0.1\n  steps: 2\n")
+    with pytest.raises(ConfigError, match="line 4: invalid YAML .duplicate key 'steps'."):
+        load_config(twice)
+    with pytest.raises(ConfigError, match="^--set: 'train.steps' must look like key.path=value"):
+        load_config(None, ["train.steps"])
 
 
 def test_overrides_and_dump_roundtrip():

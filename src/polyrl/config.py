@@ -304,6 +304,23 @@ def _format_error(file: str, err: dict[str, Any], model: type[BaseModel]) -> Con
     return ConfigError(file, key_path, msg)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (plain YAML
+    keeps the last one silently, so a second ``steps:`` would override the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, str | int | float | bool):
+                continue  # unhashable keys fail in the base class with their own message
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def config_from_dict(data: Any, file: str = "<config>") -> RunConfig:
     """Validate ``data`` into a ``RunConfig``.
 
@@ -338,10 +355,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         p = Path(path)
         file = str(p)  # as the user gave it: names the very file
         if not p.is_file():
-            raise ConfigError(str(p), "", "file not found")
+            raise ConfigError(str(p), "", "is a directory, not a YAML file" if p.is_dir()
+                              else "file not found")
         text = p.read_text()
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
@@ -349,7 +367,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data = data if data is not None else {}
     for item in overrides or []:
         if "=" not in item:
-            raise ConfigError("<cli>", item, "override must look like key.path=value")
+            raise ConfigError("<cli>", "--set", f"{item!r} must look like key.path=value")
         key, value = item.split("=", 1)
         node = data
         parts = key.split(".")

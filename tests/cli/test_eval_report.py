@@ -37,6 +37,16 @@ def test_eval_unknown_domain_is_one_line_error():
     assert "--domains" in r.stderr and "math/arith" in r.stderr
 
 
+def test_eval_bad_task_count_and_missing_model_dir_exit_2_before_any_work(tmp_path: Path):
+    for n, says in (("-3", "--n: must be >= 0"), ("0", "--n: math/arith-v1 is procedural")):
+        r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", n)
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    missing = tmp_path / "no-model"
+    r = polyrl("eval", "--policy", f"hf:{missing}", "--domains", "math/arith-v1", "--n", "2")
+    assert r.returncode == 2 and "no such directory" in r.stderr, r.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.skipif("code/humaneval-v1" not in {d.id for d in list_domains()},
                     reason="code domain not registered")

@@ -195,7 +195,9 @@ def test_gradient_checkpointing_step(tmp_path):
     trainer = Trainer(small_cfg(gradient_checkpointing=True), policy, domains(), tmp_path)
     assert not trainer.opts.shared_prefix  # HF turns the KV cache off under checkpointing
     trainer.fit(steps=1)
-    assert policy.model.is_gradient_checkpointing
+    model = policy.model
+    on = getattr(model, "is_activation_checkpointing", None)  # transformers >= 5.2x
+    assert on if on is not None else model.is_gradient_checkpointing
     assert any(not torch.equal(p, before[n]) for n, p in policy.model.named_parameters())
 
 

@@ -57,6 +57,12 @@ def eval_(
     from polyrl.scheduler import Scheduler
 
     doms = _domains(domains)
+    if n < 0:
+        fail(f"--n: must be >= 0 (0 = all test tasks), got {n}", 2)
+    unbounded = [d.id for d in doms if d.split_sizes().get("test") is None]
+    if n == 0 and unbounded:
+        fail(f"--n: {', '.join(unbounded)} {'is' if len(unbounded) == 1 else 'are'} "
+             "procedural (no fixed test set): give a task count > 0", 2)
     try:
         pol = make_policy(policy, domains=doms)
         sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)

@@ -16,6 +16,8 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None
 
     Prints the path of report.html on stdout.
     """
+    if not run_dir.is_dir():  # before the imports below (torch, matplotlib: seconds)
+        fail(f"{run_dir}: not a directory", code=2)
     from polyrl.eval.report import report as write_report
 
     try:

@@ -109,6 +109,8 @@ def resume(
     run_dir: Path = typer.Argument(..., help="A run directory, e.g. runs/quickstart-20261130-101500."),
 ) -> None:
     """Resume an interrupted run from its last checkpoint and durable job state."""
+    if not run_dir.is_dir():  # before the imports below (torch: seconds)
+        fail(f"{run_dir}: not a directory", code=2)
     from polyrl.eval.pipeline import read_state
 
     try:

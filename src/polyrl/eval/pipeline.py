@@ -197,7 +197,7 @@ class _Job:
         summary = json.loads((self.run_dir / "summary.json").read_text())
         summary["wall_s"] = round(self.state["wall_s"], 1)
         summary["cpu_s"] = round(self.state["cpu_s"], 1)
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         report(self.run_dir)  # refresh the wall time shown in the report
         return summary
 
@@ -332,7 +332,7 @@ class _Job:
                    "stages_cpu_s": self.state.get("stages_cpu_s", {}),
                    "base_model": self.state.get("base_model"),
                    "warm_start": self.state.get("warm_start"), "domains": doms}
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         report(self.run_dir)
         self.hooks.log(f"improved domains: {len(summary['improved_domains'])} of {len(doms)} "
                        f"({', '.join(summary['improved_domains']) or 'none'})")

@@ -21,6 +21,7 @@ Optional speed features:
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -117,6 +118,10 @@ class HFPolicy(Policy):
             torch_dtype = getattr(torch, dtype, None)
             if not isinstance(torch_dtype, torch.dtype):
                 raise ConfigError("<cli>", "dtype", f"unknown torch dtype {dtype!r}")
+        local = Path(path_or_id).expanduser()
+        if path_or_id.startswith(("/", "./", "../", "~")) and not local.is_dir():
+            raise ConfigError("<cli>", "policy", f"cannot load hf model {path_or_id!r}: " + (
+                "a file, not a model directory" if local.exists() else "no such directory"))
         try:
             tokenizer = AutoTokenizer.from_pretrained(path_or_id)
             model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=torch_dtype)

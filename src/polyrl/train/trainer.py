@@ -276,7 +276,10 @@ class Trainer:
         """LoRA wrapping (peft, in place) and gradient checkpointing."""
         t = self.cfg.train
         if t.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
+            # transformers >= 5.2x names it activation checkpointing (the old name warns)
+            enable = getattr(model, "activation_checkpointing_enable", None) \
+                or model.gradient_checkpointing_enable
+            enable()
             if hasattr(model, "enable_input_require_grads"):
                 model.enable_input_require_grads()
         if not t.lora:
