@@ -52,6 +52,12 @@ def test_invalid_yaml_and_missing_file(tmp_path):
         load_config(twice)
     with pytest.raises(ConfigError, match="^--set: 'train.steps' must look like key.path=value"):
         load_config(None, ["train.steps"])
+    merged = tmp_path / "merge.yaml"  # YAML merge keys still work, and may be overridden
+    merged.write_text("domains:\n  - &a {id: math/arith-v1, weight: 2.0}\n"
+                      "  - {<<: *a, id: math/sequence-v1}\n")
+    cfg = load_config(merged)
+    assert [(d.id, d.weight) for d in cfg.domains] == [("math/arith-v1", 2.0),
+                                                       ("math/sequence-v1", 2.0)]
 
 
 def test_overrides_and_dump_roundtrip():

@@ -311,6 +311,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: merged keys may be overridden, as YAML intends
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, str | int | float | bool):
                 continue  # unhashable keys fail in the base class with their own message

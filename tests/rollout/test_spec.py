@@ -20,6 +20,14 @@ def test_specs(tiny_dir: Path) -> None:
             make_policy(bad)
 
 
+def test_home_relative_model_dir_loads(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tiny_dir.parent))
+    policy = make_policy(f"hf:~/{tiny_dir.name}", device="cpu")
+    assert isinstance(policy, HFPolicy) and policy.name == f"hf:{tiny_dir}"
+    with pytest.raises(ConfigError, match="no such directory"):
+        make_policy("hf:~/no-such-model")
+
+
 def test_vllm_guard_is_clear() -> None:
     from polyrl.rollout.vllm_backend import vllm_unavailable_reason
 

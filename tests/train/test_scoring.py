@@ -65,3 +65,17 @@ def test_finish_reason_and_non_completions_are_kept_apart():
                                     (task, episode), (task, episode)])
     assert owner == [0, 1, 0, 2, 3]
     assert [a for _, a in unique] == [stop, cut, episode, episode]
+
+
+def test_equal_ids_and_prompts_of_different_task_objects_are_scored_apart():
+    """Generators may give two tasks one id and prompt but other hidden checks."""
+    import dataclasses
+
+    domain = CountingArith()
+    task = next(domain.tasks("train", difficulty=1, n=1, seed=0))
+    other = dataclasses.replace(task, reference="0", metadata={**task.metadata, "answer": "0"})
+    comps = [Completion(task_id=task.id, text=task.reference),
+             Completion(task_id=task.id, text=task.reference)]
+    scores = score_completions({domain.id: domain}, [task, other], comps, group_size=1)
+    assert domain.calls == 2
+    assert [s.reward for s in scores][0] == 1.0 and scores[1].reward < 1.0

@@ -107,8 +107,17 @@ def test_merging_repeated_rows_gives_the_unmerged_gradient():
         full, merged = figures
         assert full.distinct_sequences == 10 and merged.distinct_sequences == 5, agg
         assert full.sequences == merged.sequences == 10, agg
+        assert full.tokens == merged.tokens, agg  # trained tokens: repeats counted
         assert merged.micro_batches < full.micro_batches, agg
         assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4), agg
         for name in ("loss", "policy_loss", "kl", "entropy", "grad_norm"):
             assert getattr(merged, name) == pytest.approx(getattr(full, name), rel=1e-4,
                                                           abs=1e-7), (agg, name)
+
+
+def test_merged_figures_count_the_first_pass_with_several_iterations():
+    model = tiny_model()
+    stats = policy_update(model, torch.optim.SGD(model.parameters(), lr=0.0),
+                          repeating_groups(), UpdateOptions(num_iterations=3), None,
+                          step_optimizer=False)
+    assert (stats.sequences, stats.distinct_sequences) == (10, 5)

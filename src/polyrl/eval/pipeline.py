@@ -213,9 +213,11 @@ class _Job:
             done = step if tiny.warm_start_steps else elapsed_s
             self.hooks.update(min(done, total), f"loss {loss:.3f}")
 
-        path = setup.base_model_path(self.cfg, self.domains, on_step=on_step,
-                                     log=self.hooks.log)
+        notes: list[str] = []  # printed under the finished bar, not above it
+        path = setup.base_model_path(self.cfg, self.domains, on_step=on_step, log=notes.append)
         self.hooks.end()
+        for line in notes:
+            self.hooks.log(line)
         self.state["base_model"] = path
         info = Path(path) / "warmstart.json"
         if info.is_file():

@@ -119,9 +119,12 @@ class HFPolicy(Policy):
             if not isinstance(torch_dtype, torch.dtype):
                 raise ConfigError("<cli>", "dtype", f"unknown torch dtype {dtype!r}")
         local = Path(path_or_id).expanduser()
-        if path_or_id.startswith(("/", "./", "../", "~")) and not local.is_dir():
-            raise ConfigError("<cli>", "policy", f"cannot load hf model {path_or_id!r}: " + (
-                "a file, not a model directory" if local.exists() else "no such directory"))
+        if path_or_id.startswith(("/", "./", "../", "~")):  # a path, never a hub id
+            if not local.is_dir():
+                raise ConfigError("<cli>", "policy", f"cannot load hf model {path_or_id!r}: "
+                                  + ("a file, not a model directory" if local.exists()
+                                     else "no such directory"))
+            path_or_id = str(local)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path_or_id)
             model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=torch_dtype)

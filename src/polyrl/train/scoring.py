@@ -66,8 +66,9 @@ def score_completions(
 def distinct_pairs(pairs: Sequence[tuple[Task, Any]]) -> tuple[list[tuple[Task, Any]], list[int]]:
     """Drop repeated single-turn (task, completion) pairs before scoring.
 
-    Two pairs repeat when the task (domain, id, prompt) and the completion's text and
-    ``finish_reason`` are equal; episodes (anything but a ``Completion``) never do.
+    Two pairs repeat when they hold the same ``Task`` object (so the same hidden tests,
+    whatever generated it) and equal completion text and ``finish_reason``; episodes
+    (anything but a ``Completion``) never do.
 
     Args:
         pairs: n (task, completion-or-episode) pairs.
@@ -82,7 +83,7 @@ def distinct_pairs(pairs: Sequence[tuple[Task, Any]]) -> tuple[list[tuple[Task, 
     for task, answer in pairs:
         key = None
         if isinstance(answer, Completion):
-            key = (task.domain, task.id, repr(task.prompt), answer.text, answer.finish_reason)
+            key = (id(task), answer.text, answer.finish_reason)
         if key is not None and key in seen:
             owner.append(seen[key])
             continue

@@ -76,9 +76,10 @@ class UpdateStats:
         loss, policy_loss: summed over micro-batches (each already step-normalised).
         kl, clip_fraction, entropy, is_weight: means over trained tokens.
         grad_norm: total gradient norm before clipping.
-        tokens: prompt + completion tokens run through the training forward.
-        sequences: sequences trained (repeats counted).
-        distinct_sequences: sequences run through the forward pass.
+        tokens: prompt + completion tokens trained, repeats counted (as if every row
+            ran), summed over the optimizer passes.
+        sequences: sequences trained (repeats counted), first pass.
+        distinct_sequences: sequences run through the forward pass, first pass.
         micro_batches: forward/backward passes.
     """
 
@@ -271,7 +272,6 @@ def policy_update(
             stats.clip_fraction = it.clip_fraction  # of the last pass (0 on the first)
             stats.tokens += it.tokens
             stats.micro_batches += it.micro_batches
-            stats.distinct_sequences += it.distinct_sequences
     return stats
 
 
@@ -309,8 +309,8 @@ def _chunk_loss(model: torch.nn.Module, chunk: Chunk, out: TokenLogprobs,
     stats.entropy += float((out.entropy * counted).sum()) / max(1, n_tok_total)
     stats.is_weight += float(((weights - out.mask) * repeats.unsqueeze(1)).sum()) / \
         max(1, n_tok_total)
-    stats.tokens += sum(len(g.prompt_ids) + len(g.completions[i]) for g, idx in chunk
-                        for i in idx)
+    lengths = [len(g.prompt_ids) + len(g.completions[i]) for g, idx in chunk for i in idx]
+    stats.tokens += int(sum(n * k for n, k in zip(lengths, repeats.tolist(), strict=True)))
     stats.sequences += int(repeats.sum())
     stats.distinct_sequences += len(adv)
     stats.micro_batches += 1
