@@ -50,6 +50,32 @@ def test_idempotency_key_never_recomputes(tmp_path: Path) -> None:
     assert log.read_text().split() == ["3"]
 
 
+def test_map_releases_its_jobs_and_the_store_still_answers(tmp_path: Path) -> None:
+    log = tmp_path / "log.txt"
+    with Scheduler(SQLiteStore(tmp_path / "state.sqlite"), workers=2) as sched:
+        for step in range(5):  # a trainer's steps: memory must not grow with them
+            assert sched.map(sched_jobs.square, range(40), kind="score") == [
+                i * i for i in range(40)]
+            assert sched.held_jobs() == 0, step
+        a = sched.submit(sched_jobs.logged_square, 3, str(log), key="task-3")
+        assert sched.result(a) == 9 and sched.release([a]) == 1 and sched.held_jobs() == 0
+        assert sched.result(a) == 9  # read back from the durable store
+        assert sched.submit(sched_jobs.logged_square, 3, str(log), key="task-3") == a
+        assert sched.map(sched_jobs.logged_square, [3], keys=["task-3"]) == [9]
+    assert log.read_text().split() == ["3"]  # released keyed jobs are never recomputed
+    with Scheduler(workers=2) as sched:  # not durable: results live only in memory
+        sched.map(sched_jobs.square, range(10))
+        assert sched.held_jobs() == 0
+        kept = sched.submit(sched_jobs.square, 4, key="sq-4")
+        plain = sched.submit(sched_jobs.square, 5)
+        assert sched.result(kept) == 16 and sched.result(plain) == 25
+        assert sched.release([kept, plain, "no-such-id"]) == 1  # the keyed one stays
+        assert sched.submit(sched_jobs.square, 4, key="sq-4") == kept
+        assert sched.result(kept) == 16
+        with pytest.raises(KeyError, match="released"):
+            sched.result(plain)
+
+
 def test_durable_jobs_need_importable_functions(tmp_path: Path) -> None:
     with Scheduler(SQLiteStore(tmp_path / "a.sqlite"), require_durable=True) as sched:
         with pytest.raises(ValueError, match="module:qualname"):

@@ -154,6 +154,7 @@ class Scheduler(DispatchMixin):
             except JobFailedError as exc:
                 failures.append(exc.failure)
                 out.append(exc.failure)
+        self.release(ids)  # the caller has the results; a long run must not hold them all
         if failures and on_failure == "raise":
             raise JobFailedError(failures)
         return out
@@ -292,7 +293,8 @@ class Scheduler(DispatchMixin):
         Raises:
             JobFailedError: the job ended failed or cancelled.
             TimeoutError: not finished within ``timeout`` seconds.
-            KeyError: unknown id, or unfinished in the store and not resumed.
+            KeyError: unknown id, unfinished in the store and not resumed, or released
+                from a non-durable store.
         """
         live = self._jobs.get(job_id)
         if live is None:
@@ -302,6 +304,9 @@ class Scheduler(DispatchMixin):
             if JobStatus(row.status) not in FINISHED:
                 raise KeyError(f"job {job_id} is unfinished in the store but not held by this "
                                "scheduler; call resume() first")
+            if not self.store.durable:
+                raise KeyError(f"job {job_id} was released and its result is not stored "
+                               "(the store is not durable)")
             live = LiveJob(row, None, (), {})
             live.value = codec.loads(row.result)
             live.done.set()
@@ -312,6 +317,44 @@ class Scheduler(DispatchMixin):
             return live.value
         raise JobFailedError([JobFailure(row.id, row.error_class or "", row.error_message,
                                          row.attempts, bool(row.quarantined), row.status)])
+
+    def release(self, job_ids: Iterable[str]) -> int:
+        """Drop finished jobs from this scheduler's memory (their arguments and results).
+
+        Every job stays in memory until released, so a trainer that scores through
+        ``map`` for thousands of steps would otherwise grow without bound (measured:
+        ~4.5 KB per score job, 226 MiB after 400 steps of 128 scores). ``map`` releases
+        its jobs itself. With a durable store, ``result(id)`` and keyed re-submission
+        still answer from the store; with a non-durable one, keyed jobs are kept (their
+        result lives only here).
+
+        Args:
+            job_ids: ids as returned by ``submit``/``submit_batch``; unknown or
+                unfinished ones are skipped.
+
+        Returns:
+            how many jobs were dropped.
+        """
+        dropped = 0
+        with self._lock:
+            for job_id in job_ids:
+                live = self._jobs.get(job_id)
+                if live is None or not live.done.is_set():
+                    continue
+                key = live.row.key
+                if key is not None and not self.store.durable:
+                    continue
+                del self._jobs[job_id]
+                if key is not None and self._by_key.get(key) == job_id:
+                    del self._by_key[key]
+                dropped += 1
+        return dropped
+
+    def held_jobs(self) -> int:
+        """How many jobs this scheduler holds in memory (unfinished, or finished and
+        not yet released)."""
+        with self._lock:
+            return len(self._jobs)
 
     def job(self, job_id: str) -> Job:
         """The ``polyrl.types.Job`` view of a live job (payload = ``{"args", "kwargs"}``)."""
