@@ -79,3 +79,10 @@ def test_equal_ids_and_prompts_of_different_task_objects_are_scored_apart():
     scores = score_completions({domain.id: domain}, [task, other], comps, group_size=1)
     assert domain.calls == 2
     assert [s.reward for s in scores][0] == 1.0 and scores[1].reward < 1.0
+
+
+def test_first_occurrences_keeps_order_and_never_merges_none():
+    from polyrl.train.groups import first_occurrences
+
+    assert first_occurrences(["a", "b", "a", None, None, "b"]) == ([0, 1, 3, 4], [0, 1, 0, 2, 3, 1])
+    assert first_occurrences([]) == ([], [])

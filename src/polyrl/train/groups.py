@@ -10,7 +10,7 @@ signal (all rewards equal).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -80,6 +80,30 @@ class Group:
         data = dict(data)
         data["task"] = Task.from_dict(data["task"])
         return cls(**data)
+
+
+def first_occurrences(keys: Sequence[Hashable | None]) -> tuple[list[int], list[int]]:
+    """Collapse repeated keys: the shared mechanism of score and row de-duplication.
+
+    Args:
+        keys: n keys; ``None`` never equals anything (always kept).
+
+    Returns:
+        ``(kept, owner)``: indices of the first occurrences, in order, and for each of
+        the n inputs the position in ``kept`` of the occurrence it repeats (or is).
+    """
+    kept: list[int] = []
+    owner: list[int] = []
+    seen: dict[Hashable, int] = {}
+    for i, key in enumerate(keys):
+        if key is not None and key in seen:
+            owner.append(seen[key])
+            continue
+        if key is not None:
+            seen[key] = len(kept)
+        owner.append(len(kept))
+        kept.append(i)
+    return kept, owner
 
 
 @dataclass

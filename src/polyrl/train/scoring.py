@@ -19,6 +19,7 @@ from typing import Any
 
 from polyrl.domains.base import Domain
 from polyrl.errors import GraderError, error_class_name
+from polyrl.train.groups import first_occurrences
 from polyrl.types import Completion, Score, Task
 
 
@@ -77,21 +78,10 @@ def distinct_pairs(pairs: Sequence[tuple[Task, Any]]) -> tuple[list[tuple[Task, 
         ``(unique, owner)``: the m <= n pairs to score, first occurrences in order, and
         for each of the n input pairs the index into ``unique`` whose score it takes.
     """
-    unique: list[tuple[Task, Any]] = []
-    owner: list[int] = []
-    seen: dict[tuple, int] = {}
-    for task, answer in pairs:
-        key = None
-        if isinstance(answer, Completion):
-            key = (id(task), answer.text, answer.finish_reason)
-        if key is not None and key in seen:
-            owner.append(seen[key])
-            continue
-        if key is not None:
-            seen[key] = len(unique)
-        owner.append(len(unique))
-        unique.append((task, answer))
-    return unique, owner
+    kept, owner = first_occurrences([
+        (id(task), answer.text, answer.finish_reason) if isinstance(answer, Completion)
+        else None for task, answer in pairs])
+    return [pairs[i] for i in kept], owner
 
 
 class _ScoreOne:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from polyrl.train.groups import Group
+from polyrl.train.groups import Group, first_occurrences
 from polyrl.train.logprobs import TokenLogprobs, dense_logprobs, shared_prefix_logprobs
 from polyrl.train.losses import grpo_loss
 
@@ -111,19 +111,14 @@ def distinct_rows(group: Group) -> tuple[list[int], list[int]]:
         ``(rows, counts)``: indices of first occurrences in order, and their counts
         (summing to ``len(group.completions)``).
     """
-    first: dict[tuple, int] = {}
-    rows: list[int] = []
-    counts: list[int] = []
-    for i, tokens in enumerate(group.completions):
-        key = (tuple(tokens), tuple(group.mask(i)), group.advantages[i],
-               tuple(group.behaviour_logprobs[i]) if group.replayed else ())
-        if key in first:
-            counts[first[key]] += 1
-            continue
-        first[key] = len(rows)
-        rows.append(i)
-        counts.append(1)
-    return rows, counts
+    kept, owner = first_occurrences([
+        (tuple(tokens), tuple(group.mask(i)), group.advantages[i],
+         tuple(group.behaviour_logprobs[i]) if group.replayed else ())
+        for i, tokens in enumerate(group.completions)])
+    counts = [0] * len(kept)
+    for j in owner:
+        counts[j] += 1
+    return kept, counts
 
 
 def micro_batches(groups: list[Group], size: int,
