@@ -4,10 +4,14 @@ Modes, each running every check once with the same concurrency (``--in-flight`` 
 submitted at once, default 2 x the CPUs available; each backend runs at most ``workers``
 = CPUs programs at a time and queues the rest):
   (a) bare:       ``python -c CHECK`` subprocesses (``sys.executable``), no isolation at all;
-  (b) bwrap:      ``Sandbox(backend="bwrap").run_python`` (fresh sandboxed interpreter);
+  (b) bwrap:      ``Sandbox(backend="bwrap").run_python`` (fresh sandboxed interpreter;
+                  in warm sandboxes where the kernel has Landlock ABI 6, ``--cold``: new
+                  namespaces per execution);
   (c) forkserver: ``ForkServer.run_python`` (warm interpreter in one sandbox, fork per run).
 Prints executions/s and p50/p99 latency per mode (per call, including any wait for
-admission) and the ratios b/a and c/a. With
+admission) and the ratios b/a and c/a, and the ceiling of any mode that starts a process
+per check: the checks' own cost, compiled and run one after another in one warm
+interpreter (``ceiling_ratio`` = CPUs / that cost, over bare's rate). With
 ``--json`` the last stdout line is one JSON object (keys: bare_per_s, bwrap_per_s,
 forkserver_per_s, ratio_bwrap, ratio_forkserver, p50_ms, p99_ms, all_verdicts_correct, ...).
 
@@ -29,6 +33,7 @@ from collections.abc import Callable
 
 from polyrl.sandbox import ForkServer, Limits, Sandbox, SandboxPool, available_cpus
 from polyrl.sandbox.humaneval_checks import check_program, load_problems
+from polyrl.sandbox.warm import warm_pool
 
 LIM = Limits(timeout_s=30, cpu_s=20)
 
@@ -75,6 +80,28 @@ class _Mode:
         }
 
 
+_IN_PROCESS = r"""
+import json, sys, time
+total = 0.0
+for code in json.load(sys.stdin):
+    t0 = time.perf_counter()
+    try:
+        exec(compile(code, "<check>", "exec"), {"__name__": "__main__"})
+    except SystemExit:
+        pass
+    total += time.perf_counter() - t0
+print(total)
+"""
+
+
+def _in_process_s(programs: list[str]) -> float:
+    """Seconds to compile and run ``programs`` one after another in ONE warm interpreter
+    (no process, no isolation): what the checks themselves cost."""
+    out = subprocess.run([sys.executable, "-c", _IN_PROCESS], input=json.dumps(programs),
+                         capture_output=True, text=True, timeout=600, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="last line: one JSON object")
@@ -85,18 +112,23 @@ def main() -> None:
                     help="calls submitted at once in every mode (0 = 2 x workers); bare runs "
                     "them all at once, bwrap and the fork-server run `workers` programs at "
                     "a time and prepare the next ones meanwhile")
+    ap.add_argument("--cold", action="store_true",
+                    help="bwrap mode: new namespaces per execution (Sandbox(warm=False))")
     args = ap.parse_args()
     workers = args.workers or available_cpus()
     programs = [check_program(p) for p in load_problems()] * args.repeat
 
-    sb = Sandbox(backend="bwrap", limits=LIM, max_concurrency=workers)
+    sb = Sandbox(backend="bwrap", limits=LIM, max_concurrency=workers, warm=not args.cold)
     t0 = time.perf_counter()
     fs = ForkServer(limits=LIM, workers=workers)
     fs.run_python("pass")
     isolation = fs.isolation
     fs_start_ms = (time.perf_counter() - t0) * 1000
     try:
-        sb.run_python("pass")  # builds the host view once, outside the timing
+        # outside the timing, as the fork-server's start: the host view, and one warm
+        # sandbox per concurrent execution (see polyrl.sandbox.warm)
+        with SandboxPool(workers=workers) as pool:
+            pool.map(lambda _: sb.run_python("import time; time.sleep(0.2)"), range(workers))
         _bare("pass")
         modes = [
             _Mode("bare", _bare),
@@ -107,30 +139,41 @@ def main() -> None:
         # all three alike
         step = -(-len(programs) // args.rounds)
         in_flight = args.in_flight or 2 * workers  # the same for every mode
+        in_process_s = 0.0
         for i in range(0, len(programs), step):
             for mode in modes:
                 mode.run(programs[i:i + step], in_flight)
+            in_process_s += _in_process_s(programs[i:i + step])
         rows = [m.row() for m in modes]
+        bwrap_warm = sb.warm and warm_pool(sb.python, LIM.max_file_mib).unavailable is None
     finally:
         fs.close()
     by = {r["mode"]: r for r in rows}
     print(f"{len(programs)} HumanEval checks per mode, {in_flight} calls in flight "
           f"({workers} CPUs), "
           f"{args.rounds} interleaved rounds "
-          f"(fork-server start {fs_start_ms:.0f} ms, isolation {isolation})")
+          f"(fork-server start {fs_start_ms:.0f} ms, isolation {isolation}; bwrap "
+          f"{'warm sandboxes' if bwrap_warm else 'cold: new namespaces per execution'})")
     print(f"{'mode':12s} {'exec/s':>9s} {'p50 ms':>9s} {'p99 ms':>9s} {'correct':>9s}")
     for r in rows:
         print(f"{r['mode']:12s} {r['per_s']:9.1f} {r['p50_ms']:9.1f} {r['p99_ms']:9.1f} "
               f"{r['correct']:5d}/{r['executions']}")
     ratio_b = by["bwrap"]["per_s"] / by["bare"]["per_s"]
     ratio_c = by["forkserver"]["per_s"] / by["bare"]["per_s"]
+    # the most any one-process-per-check mode could reach: every CPU running checks with
+    # zero cost for processes, isolation and transport
+    ceiling_per_s = workers * len(programs) / in_process_s
     print(f"ratio bwrap/bare = {ratio_b:.2f} (target >= 0.8); "
           f"forkserver/bare = {ratio_c:.2f} (target >= 10)")
+    print(f"ceiling: the checks alone, in one warm interpreter, cost "
+          f"{in_process_s / len(programs) * 1000:.2f} ms each: {workers} CPUs could run at "
+          f"most {ceiling_per_s:.0f}/s = {ceiling_per_s / by['bare']['per_s']:.1f} x bare")
     out = {
         "executions_per_mode": len(programs),
         "workers": workers,
         "in_flight": in_flight,
         "forkserver_isolation": isolation,
+        "bwrap_warm": bwrap_warm,
         "bare_per_s": by["bare"]["per_s"],
         "bwrap_per_s": by["bwrap"]["per_s"],
         "forkserver_per_s": by["forkserver"]["per_s"],
@@ -139,6 +182,8 @@ def main() -> None:
         "p50_ms": {m: by[m]["p50_ms"] for m in by},
         "p99_ms": {m: by[m]["p99_ms"] for m in by},
         "forkserver_start_ms": round(fs_start_ms, 1),
+        "in_process_ms_per_check": round(in_process_s / len(programs) * 1000, 3),
+        "ceiling_ratio": round(ceiling_per_s / by["bare"]["per_s"], 3),
         "all_verdicts_correct": all(r["correct"] == r["executions"] for r in rows),
     }
     if args.json:

@@ -6,17 +6,30 @@ import pytest
 
 from polyrl.errors import SandboxUnavailableError
 from polyrl.sandbox import ForkServer, Limits, Sandbox
+from polyrl.sandbox.warm import warm_pool
 
 
-@pytest.fixture(scope="session")
-def sb() -> Sandbox:
-    """The bwrap sandbox; the session fails loudly (not skips) when bwrap cannot run."""
-    box = Sandbox(backend="bwrap", limits=Limits(timeout_s=10, cpu_s=10))
+@pytest.fixture(scope="session", params=["warm", "cold"])
+def sb(request) -> Sandbox:
+    """The bwrap sandbox, once with warm sandboxes (the default) and once cold (new
+    namespaces per execution): every security test runs on both paths. The session
+    fails loudly (not skips) when bwrap cannot run."""
+    box = Sandbox(backend="bwrap", limits=Limits(timeout_s=10, cpu_s=10),
+                  warm=request.param == "warm")
     try:
         box.run(["true"])
     except SandboxUnavailableError as e:  # pragma: no cover - host specific
         pytest.fail(f"bwrap backend unavailable on this host: {e}")
+    if request.param == "warm":
+        why = warm_pool(box.python, box.limits.max_file_mib).unavailable
+        if why:  # pragma: no cover - kernels without Landlock ABI 6
+            pytest.skip(f"warm sandboxes unavailable here (cold tested): {why}")
     return box
+
+
+def is_warm(box: Sandbox) -> bool:
+    """Whether ``box`` runs its executions in warm sandboxes."""
+    return box.warm and warm_pool(box.python, box.limits.max_file_mib).unavailable is None
 
 
 @pytest.fixture(scope="session")

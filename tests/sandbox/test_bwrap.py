@@ -12,6 +12,8 @@ from pathlib import Path
 
 from polyrl.sandbox import Limits, Sandbox
 
+from .conftest import is_warm
+
 
 def test_network_localhost_and_public_unreachable(sb: Sandbox):
     srv = socket.socket()
@@ -209,9 +211,12 @@ print("daemonized", flush=True)
 
 def test_proc_shows_only_sandbox(sb: Sandbox):
     res = sb.run_python("import os; print(sorted(int(p) for p in os.listdir('/proc') "
-                        "if p.isdigit()))")
-    pids = eval(res.stdout)
-    assert pids == [1]
+                        "if p.isdigit()), os.getpid())")
+    pids, me = res.stdout.rsplit(" ", 1)
+    if is_warm(sb):  # the warm sandbox's server is pid 1, the program a child of it
+        assert eval(pids) == [1, int(me)]
+    else:
+        assert eval(pids) == [1] and int(me) == 1
 
 
 def test_planted_symlink_cannot_read_host_file(sb: Sandbox, tmp_path: Path):
@@ -274,3 +279,32 @@ def test_concurrent_executions_bind_same_port(sb: Sandbox):
         t.join()
     assert [r.stdout for r in out] == ["bound\n", "bound\n"], [r.stderr for r in out]
     assert all(r.wall_s >= 0.7 for r in out)
+
+
+def test_file_size_signal_is_the_programs_default(sb: Sandbox):
+    """A shell sees its child killed by SIGXFSZ at the file size limit (Python ignores
+    SIGXFSZ; a program started by a Python server must not inherit that)."""
+    res = sb.run("head -c 2000000 /dev/zero > /tmp/x; echo rc=$?",
+                 limits=Limits(max_file_mib=1, timeout_s=10))
+    assert res.stdout == "rc=153\n", res.stdout + res.stderr  # 128 + SIGXFSZ
+
+
+def test_deep_and_unreadable_trees_are_cleaned_up(sb: Sandbox):
+    code = """
+import os
+for root in ("/tmp", "/workspace"):
+    os.chdir(root)
+    for _ in range(1500):
+        os.mkdir("d"); os.chdir("d")
+    os.chmod("..", 0)
+print("built")
+"""
+    from polyrl.sandbox.workspace import _base_dir
+
+    before = set(os.listdir(_base_dir()))
+    res = sb.run_python(code, limits=Limits(timeout_s=20))
+    assert res.stdout == "built\n", res.stderr
+    if not is_warm(sb):  # the host removed the cold execution's workspace
+        assert set(os.listdir(_base_dir())) <= before
+    after = sb.run_python("import os; print(os.listdir('/tmp'), os.listdir('.'))")
+    assert after.stdout == "[] []\n", after.stderr

@@ -53,6 +53,7 @@ def test_doctor_json():
     by = {b["backend"]: b for b in rep["backends"]}
     assert by["bwrap"]["ok"] and by["process"]["ok"]
     assert by["bwrap"]["startup_ms"] > 0
+    assert "warm sandboxes: " in by["bwrap"]["detail"]
     assert "user.max_user_namespaces" in rep["facts"]
 
 

@@ -30,3 +30,38 @@ def test_slow_correct_solution_same_verdict_under_oversubscription(sb: Sandbox):
         res = [f.result() for f in futs]
     verdicts = {(r.exit_code, r.limit_hit, r.stdout) for r in res}
     assert verdicts == {(0, None, "PASS\n")}
+
+
+def test_fair_gate_admits_waiters_in_arrival_order():
+    import threading
+    import time
+
+    import pytest
+
+    from polyrl.sandbox.pool import FairGate
+
+    gate = FairGate(1)
+    order: list[int] = []
+    gate.acquire()
+
+    def waiter(i: int) -> None:
+        with gate:
+            order.append(i)
+
+    threads = []
+    for i in range(6):
+        threads.append(threading.Thread(target=waiter, args=(i,)))
+        threads[-1].start()
+        time.sleep(0.05)  # each one is waiting before the next arrives
+    # the holder releases and at once tries again: it queues behind the waiters
+    gate.release()
+    gate.acquire()
+    order.append(-1)
+    gate.release()
+    for t in threads:
+        t.join()
+    assert order == [0, 1, 2, 3, 4, 5, -1]
+    with pytest.raises(ValueError, match="more often"):
+        gate.release()
+    with pytest.raises(ValueError):
+        FairGate(0)

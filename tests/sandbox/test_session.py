@@ -53,4 +53,6 @@ def test_from_config():
     from polyrl.config import SandboxSection
 
     sb = Sandbox.from_config(SandboxSection(backend="process", preset="strict"))
-    assert sb.backend == "process" and sb.limits.timeout_s == 5.0
+    assert sb.backend == "process" and sb.limits.timeout_s == 5.0 and not sb.warm
+    assert Sandbox.from_config(SandboxSection()).warm
+    assert not Sandbox.from_config(SandboxSection(warm=False)).warm

@@ -65,7 +65,8 @@ def exec_(
         limits = limits.replace(**changes)
         if timeout_s is not None and "cpu_s" not in changes:
             limits = limits.replace(cpu_s=max(limits.cpu_s, timeout_s))
-        sb = Sandbox(backend=backend, limits=limits)
+        # one execution: a warm sandbox would cost its start and save nothing
+        sb = Sandbox(backend=backend, limits=limits, warm=False)
     except ConfigError as e:
         raise ConfigError("<cli>", e.key_path, e.reason) from e
     res = sb.run(list(argv), raise_errors=False)

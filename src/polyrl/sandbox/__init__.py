@@ -35,12 +35,24 @@ Limitations (real hazards, read before trusting a verdict):
 - ``max_file_mib`` bounds each file and the private ``/tmp``, not the workspace total.
 - ``limit_hit="memory_mib"`` / ``"max_pids"`` are read from the program's own failure
   message (MemoryError, EAGAIN from fork); the kernel only makes the call fail.
-- bwrap reports "killed by signal N" as exit code 128+N, so a program that *exits*
-  with 129..192 is recorded as killed by a signal (``exit_code=None``).
-- The program runs as pid 1 of its pid namespace (bwrap ``--as-pid-1``, so that its CPU
+- Cold executions: bwrap reports "killed by signal N" as exit code 128+N, so a program
+  that *exits* with 129..192 is recorded as killed by a signal (``exit_code=None``).
+- In a cold execution the program runs as pid 1 of its pid namespace (bwrap ``--as-pid-1``, so that its CPU
   time and peak memory reach ``wait4``): signals it sends *itself* without a handler
   (``os.kill(os.getpid(), SIGTERM)``, ``raise(SIGABRT)``) are ignored by the kernel;
   faults (SIGSEGV, SIGFPE...) and the sandbox's own kills work normally.
+- Warm sandboxes (the default of ``Sandbox.run`` / ``run_python`` on bwrap, without
+  ``network``; ``Sandbox(warm=False)`` or ``sandbox.warm: false`` turns them off; needs
+  Landlock ABI >= 6, else every execution is cold): one bwrap sandbox per concurrent
+  execution is kept and reused by successive executions, each a fresh process in its own
+  user, IPC and UTS namespace under a Landlock domain (writes only to ``/workspace``,
+  ``/tmp``, ``/dev/shm``; no signals, ptrace or abstract sockets outside itself). Between
+  two executions every leftover process is killed and ``/workspace``, ``/tmp`` and
+  ``/dev/shm`` are emptied; SysV IPC objects die with the IPC namespace. What stays:
+  the server is pid 1 and listed in ``/proc`` (not readable: not dumpable, other Landlock
+  domain), and successive (never concurrent) executions share the network namespace
+  (loopback only) and, as root, the sandbox's uid. A warm execution reports the real
+  exit status (no 128+N encoding, not pid 1). ``polyrl sandbox exec`` is always cold.
 - Wall time starts when the program is released, after the sandbox is set up; waiting
   for admission (at most ``available_cpus()`` executions run at once per process,
   ``Sandbox(max_concurrency=...)``) is not counted. Setup of the next sandboxes overlaps

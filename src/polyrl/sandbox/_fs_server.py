@@ -124,6 +124,33 @@ def child_main(req, iso, jobdir, stdin_fd, out_w, err_w):
     os._exit(code)
 
 
+def exec_child_main(req, iso, stdin_fd, out_w, err_w):
+    """Body of one forked child of a warm sandbox: isolate, limit, exec ``req["argv"]``.
+
+    Never returns: exit 125 when the isolation fails, 127 when the program cannot be
+    executed (the error on stderr, as a shell does)."""
+    os.setsid()
+    os.dup2(stdin_fd, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    try:
+        iso.enter()
+    except OSError as e:
+        os.write(2, f"polyrl fork-server: cannot isolate the execution: {e}\n".encode())
+        os._exit(ISOLATION_FAILED)
+    _close_fds_from_3()
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; a program must not
+    argv = req["argv"]
+    try:
+        os.chdir(req["cwd"])
+        for res, soft, hard in req["rlimits"]:
+            resource.setrlimit(res, (soft, hard))
+        os.execvpe(argv[0], argv, req["env"])
+    except OSError as e:
+        os.write(2, f"polyrl sandbox: {argv[0]}: {e.strerror or e}\n".encode())
+    os._exit(127)
+
+
 class Job:
     """One execution: its child, pipes, buffers, deadlines."""
 
@@ -204,8 +231,15 @@ def main():
         os.set_inheritable(fd, False)
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come to us
     _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: executions cannot open our /proc files
-    os.makedirs(ROOT, mode=0o711, exist_ok=True)
-    iso, iso_errors = choose_isolation(cfg.get("isolation"))  # noqa: F821 (defined in _fs_isolation.py, sent before this file)
+    exec_mode = cfg.get("mode") == "exec"  # a warm sandbox of Sandbox.run (see warm.py)
+    if exec_mode:
+        try:
+            iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_isolation.py)
+        except OSError as e:
+            iso, iso_errors = None, {"exec": str(e)}
+    else:
+        os.makedirs(ROOT, mode=0o711, exist_ok=True)
+        iso, iso_errors = choose_isolation(cfg.get("isolation"))  # noqa: F821 (defined in _fs_isolation.py, sent before this file)
     # what every child needs, set once here (a child's own Python work costs page faults)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as before: a closed stdout kills
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -235,7 +269,8 @@ def main():
         vm_kib = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
     send(ctl_out, {"hello": True, "vm_mib": vm_kib / 1024.0, "preload_errors": errors,
                    "isolation": iso.kind if iso else None, "isolation_errors": iso_errors,
-                   "landlock_abi": iso.landlock.abi if iso and iso.landlock else None})
+                   "landlock_abi": (iso.landlock.abi if iso.landlock else getattr(iso, "abi", None))
+                   if iso else None})
     if iso is None:
         return 1
     children_path = _children_file()
@@ -253,9 +288,12 @@ def main():
     def start(req):
         nonlocal seq
         seq += 1
-        jobdir = f"{ROOT}/{seq}"
+        jobdir = None if exec_mode else f"{ROOT}/{seq}"
         job = Job(req, jobdir)
         stdin_fd = devnull
+        if exec_mode:
+            start_exec(job)
+            return
         if req.get("program") and req["program"] not in PROGRAMS:
             send(ctl_out, {"id": job.id, "error": f"unknown program {req['program']!r}"})
             return
@@ -306,6 +344,45 @@ def main():
             os.close(iso_fd)
         if stdin_fd != devnull:
             os.close(stdin_fd)
+        watch(job, pid, out_r, err_r)
+
+    def start_exec(job):
+        req = job.req
+        stdin_fd = devnull
+        try:
+            data = base64.b64decode(req["stdin"]) if req.get("stdin") else b""
+            if data:  # an anonymous file: nothing of it in the sandbox's filesystem
+                stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
+                os.write(stdin_fd, data)
+                os.lseek(stdin_fd, 0, os.SEEK_SET)
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+        except OSError as e:
+            if stdin_fd != devnull:
+                os.close(stdin_fd)
+            send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
+            return
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for fd in (out_r, out_w, err_r, err_w):
+                os.close(fd)
+            if stdin_fd != devnull:
+                os.close(stdin_fd)
+            send(ctl_out, {"id": job.id, "error": f"fork failed: {e}"})
+            return
+        if pid == 0:
+            try:
+                exec_child_main(req, iso, stdin_fd, out_w, err_w)
+            finally:
+                os._exit(121)
+        os.close(out_w)
+        os.close(err_w)
+        if stdin_fd != devnull:
+            os.close(stdin_fd)
+        watch(job, pid, out_r, err_r)
+
+    def watch(job, pid, out_r, err_r):
         job.pid = pid
         job.pidfd = os.pidfd_open(pid)
         job.out_fd, job.err_fd = out_r, err_r
@@ -316,6 +393,9 @@ def main():
         by_pid[pid] = job
 
     def kill(job, sig):
+        if exec_mode and sig == signal.SIGKILL:
+            kill_all()  # one execution at a time: every other process is its
+            return
         try:
             os.killpg(job.pid, sig)
         except OSError:
@@ -324,6 +404,29 @@ def main():
             os.kill(job.pid, sig)
         except OSError:
             pass
+
+    def kill_all():
+        """SIGKILL every process of the sandbox but this one (pid 1): one call, so that
+        nothing forks its way out of a sweep."""
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def kill_and_reap_all():
+        """Exec mode, after an execution: kill and reap until pid 1 is alone. Returns
+        None, or why the sandbox must not be reused (something would not die)."""
+        deadline = time.monotonic() + 5.0
+        while True:
+            kill_all()
+            reap()
+            try:
+                os.kill(-1, 0)  # anyone left (a zombie too)?
+            except ProcessLookupError:
+                return None
+            if time.monotonic() > deadline:
+                return "processes of the last execution would not die"
+            time.sleep(0.001)
 
     def strays_possible():
         """Whether a process outside the running executions may exist (cheap check)."""
@@ -346,11 +449,12 @@ def main():
                "wall_s": time.monotonic() - job.t0,
                "cpu_s": ru.ru_utime + ru.ru_stime, "peak_memory_mib": ru.ru_maxrss / 1024.0,
                "exit_code": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None}
+        spoiled = kill_and_reap_all() if exec_mode else None  # nothing may change a file
         collect = job.req.get("collect")
         if collect:
             files = {}
             for rel in collect:
-                path = os.path.join(job.dir, "w", rel)
+                path = os.path.join("/workspace" if exec_mode else job.dir + "/w", rel)
                 try:
                     if os.path.realpath(path) != os.path.normpath(path):
                         continue  # goes through a symlink: never follow the program's links
@@ -360,11 +464,17 @@ def main():
                 except OSError:
                     pass
             out["files"] = files
-        if strays_possible():
-            stray_sweep({j.pid for j in jobs.values()})
-            reap()
-        _remove(job.dir)
+        if exec_mode:
+            spoiled = spoiled or iso.reset()
+            if spoiled:
+                out["spoiled"] = spoiled
+        else:
+            if strays_possible():
+                stray_sweep({j.pid for j in jobs.values()})
+                reap()
+            _remove(job.dir)
         send(ctl_out, out, bytes(job.out), bytes(job.err))
+        return spoiled
 
     def reap():
         # our children: executions (their pidfd fired) and orphans (we are subreaper)
@@ -450,7 +560,8 @@ def main():
                 else:
                     buf += chunk
         for j in [j for j in jobs.values() if j.exited and j.open == 0]:
-            finish(j)
+            if finish(j):
+                return 3  # a warm sandbox that must not run another execution
     return 0
 
 

@@ -85,6 +85,11 @@ def _etc_copy() -> str:
     return dest
 
 
+def inner_cwd(cwd: str) -> str:
+    """The sandbox path of ``cwd`` (relative: beneath ``/workspace``; absolute: as is)."""
+    return cwd if os.path.isabs(cwd) else os.path.normpath(os.path.join(WORKSPACE, cwd))
+
+
 def _system_args() -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for d in ("/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"):
@@ -246,8 +251,7 @@ def prepare(
         args += ["--bind" if writable else "--ro-bind", host, inside]
     args += ["--remount-ro", "/"]  # the sandbox's own root tmpfs: nothing writable but
     # /workspace and /tmp
-    inner_cwd = cwd if os.path.isabs(cwd) else os.path.normpath(os.path.join(WORKSPACE, cwd))
-    args += ["--chdir", inner_cwd, "--"] + list(argv)
+    args += ["--chdir", inner_cwd(cwd), "--"] + list(argv)
 
     rl = limits.rlimits()
     if slot is None:

@@ -73,7 +73,7 @@ def probe(backend: str) -> BackendReport:
     from polyrl.sandbox.sandbox import Sandbox
 
     try:
-        sb = Sandbox(backend=backend, limits="strict")
+        sb = Sandbox(backend=backend, limits="strict", warm=False)
         sb.run(["true"])  # first run builds the host view
         t0 = time.perf_counter()
         res = sb.run(["true"])
@@ -92,10 +92,28 @@ def probe(backend: str) -> BackendReport:
     if backend == "bwrap":
         from polyrl.sandbox.hostview import find_bwrap
 
-        detail = f"works ({find_bwrap()}); private uid per run: {os.geteuid() == 0}"
+        detail = (f"works ({find_bwrap()}); private uid per run: {os.geteuid() == 0}; "
+                  f"warm sandboxes: {_warm_status()}")
     else:
         detail = "works (rlimits only, NO isolation)"
     return BackendReport(backend, True, detail, startup_ms=round(startup_ms, 1))
+
+
+def _warm_status() -> str:
+    """Whether ``Sandbox.run`` can use warm sandboxes here ("yes", or "no (why)")."""
+    from polyrl.sandbox.sandbox import Sandbox
+    from polyrl.sandbox.warm import warm_pool
+
+    try:
+        sb = Sandbox(limits="strict")
+        res = sb.run(["true"])
+        why = warm_pool(sb.python, sb.limits.max_file_mib).unavailable
+    except SandboxError as e:
+        why = str(e)
+    else:
+        if why is None and res.exit_code != 0:
+            why = f"probe 'true' exited {res.exit_code}"
+    return "yes" if why is None else f"no ({why}); every execution is cold"
 
 
 def doctor() -> DoctorReport:

@@ -26,14 +26,14 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from polyrl.errors import SandboxError
 from polyrl.sandbox import bwrap as bwrap_backend
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits, resolve_limits
-from polyrl.sandbox.pool import available_cpus
+from polyrl.sandbox.pool import FairGate, available_cpus
 from polyrl.sandbox.result import to_exec_result
 from polyrl.sandbox.runner import RawRun
 from polyrl.sandbox.transcript import Transcript
@@ -54,29 +54,54 @@ _LEN = struct.Struct(">I")  # request: JSON length
 ISOLATIONS = ("landlock", "namespaces")
 
 
-class _Server:
-    """One running server process and its reader thread."""
+_starter: ThreadPoolExecutor | None = None
+_starter_pid = -1
+_starter_lock = threading.Lock()
 
-    def __init__(self, fs: ForkServer) -> None:
+
+def _long_lived_thread() -> ThreadPoolExecutor:
+    """One thread per process that lives until the process exits (starts servers)."""
+    global _starter, _starter_pid
+    with _starter_lock:
+        if _starter is None or _starter_pid != os.getpid():
+            _starter = ThreadPoolExecutor(1, thread_name_prefix="polyrl-sandbox-starter")
+            _starter_pid = os.getpid()
+        return _starter
+
+
+class _Server:
+    """One running server process (the program of ``_fs_server.py``) and its reader thread.
+
+    Args:
+        cfg: the server's configuration (JSON; see ``_fs_server.main``).
+        server_lim: limits of the server's own sandbox (its ``/tmp`` size, pids, memory).
+        python: interpreter of the server.
+        workspace_path: host directory mounted at ``/workspace`` (None: a private tmpfs).
+        slot: the private uid slot the server runs as (root only); released with it.
+
+    Raises:
+        SandboxError: the server did not start or reported no working isolation.
+    """
+
+    def __init__(self, cfg: dict, server_lim: Limits, python: str, *,
+                 workspace_path: str | None = None, slot: SlotLock | None = None) -> None:
         self.lock = threading.Lock()
         self.pending: dict[int, tuple[Future, float]] = {}
         self.dead: str | None = None
-        lim = fs.limits
-        server_lim = lim.replace(
-            timeout_s=1e9, cpu_s=1e9, memory_mib=1 << 20,
-            max_pids=fs.workers * (lim.max_pids + 2) + 16,
-            max_file_mib=fs.workers * lim.max_file_mib + 64)
-        self.slot = SlotLock() if os.geteuid() == 0 else None
-        cfg = {"preload": list(fs.preload), "workers": fs.workers, "isolation": fs.isolation_pref,
-               "programs": fs.programs}
-        # children get their workspaces on the server's private /tmp: nothing on the host
-        prep = bwrap_backend.prepare(
-            [fs.python, "-c", _SERVER_SRC, json.dumps(cfg)], server_lim,
-            None, slot=self.slot, python=fs.python)
+        self.slot = slot
         try:
-            self.proc = bwrap_backend.popen(
-                prep, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True)
+            prep = bwrap_backend.prepare(
+                [python, "-c", _SERVER_SRC, json.dumps(cfg)], server_lim,
+                workspace_path, slot=slot, python=python)
+        except BaseException:
+            self._release()
+            raise
+        try:
+            # bwrap --die-with-parent ties the sandbox to the *thread* that starts it
+            # (PR_SET_PDEATHSIG): start it from one that lives as long as the process
+            self.proc = _long_lived_thread().submit(
+                bwrap_backend.popen, prep, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True).result()
         except (OSError, subprocess.SubprocessError) as e:
             self._release()
             raise SandboxError(f"fork-server could not start: {e}") from e
@@ -160,6 +185,34 @@ class _Server:
                 raise SandboxError(f"fork-server pipe broken: {e}") from e
         return fut, wait_s
 
+    def call(self, req: dict, lim: Limits) -> tuple[RawRun, dict]:
+        """Run one request (``req["id"]`` set by the caller) and wait for its reply.
+
+        Returns:
+            What the server observed of the execution, and the reply's JSON.
+
+        Raises:
+            SandboxError: the server failed, could not isolate the execution, or did not
+                answer in time (then it is killed; the owner starts a new one).
+        """
+        fut, wait_s = self.send(req["id"], req, lim.timeout_s + lim.kill_grace_s + 1.0)
+        try:
+            msg, out, err = fut.result(timeout=wait_s + 30.0)
+        except TimeoutError as e:
+            self.kill()
+            raise SandboxError("fork-server did not answer in time; restarted") from e
+        if msg.get("error"):
+            raise SandboxError(f"fork-server: {msg['error']}")
+        if msg["exit_code"] == _ISOLATION_FAILED and err.startswith(
+                b"polyrl fork-server: cannot isolate"):
+            raise SandboxError(err.decode("utf-8", "replace").strip())
+        raw = RawRun(
+            returncode=msg["exit_code"], term_signal=msg["signal"], stdout=out, stderr=err,
+            stdout_truncated=msg["stdout_truncated"], stderr_truncated=msg["stderr_truncated"],
+            wall_s=msg["wall_s"], cpu_s=msg["cpu_s"], peak_memory_mib=msg["peak_memory_mib"],
+            killed_for=msg["killed_for"])
+        return raw, msg
+
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, 9)
@@ -224,7 +277,7 @@ class ForkServer:
         self.isolation_pref = isolation
         self.programs = dict(programs or {})
         self.transcript = Transcript(transcript_path) if transcript_path else None
-        self._slots = threading.BoundedSemaphore(2 * self.workers)
+        self._slots = FairGate(2 * self.workers)  # first come, first served
         self._start_lock = threading.Lock()
         self._server: _Server | None = None
         self._ids = itertools.count(1)
@@ -261,7 +314,17 @@ class ForkServer:
             if self._server is None or self._server.dead:
                 if self._server is not None:
                     self.restarts += 1
-                self._server = _Server(self)
+                lim = self.limits
+                server_lim = lim.replace(
+                    timeout_s=1e9, cpu_s=1e9, memory_mib=1 << 20,
+                    max_pids=self.workers * (lim.max_pids + 2) + 16,
+                    max_file_mib=self.workers * lim.max_file_mib + 64)
+                cfg = {"preload": list(self.preload), "workers": self.workers,
+                       "isolation": self.isolation_pref, "programs": self.programs}
+                # children get their workspaces on the server's private /tmp: nothing on
+                # the host
+                self._server = _Server(cfg, server_lim, self.python,
+                                       slot=SlotLock() if os.geteuid() == 0 else None)
             return self._server
 
     def run_python(self, code: str, stdin: bytes | str | None = None,
@@ -327,23 +390,8 @@ class ForkServer:
                     self._rlimits.clear()
                 rl = self._rlimits[key] = _child_rlimits(lim, server.vm_mib, self.workers)
             req["rlimits"] = rl
-            req["id"] = rid = next(self._ids)
-            fut, wait_s = server.send(rid, req, lim.timeout_s + lim.kill_grace_s + 1.0)
-            try:
-                msg, out, err = fut.result(timeout=wait_s + 30.0)
-            except TimeoutError as e:
-                server.kill()
-                raise SandboxError("fork-server did not answer in time; restarted") from e
-        if msg.get("error"):
-            raise SandboxError(f"fork-server: {msg['error']}")
-        if msg["exit_code"] == _ISOLATION_FAILED and err.startswith(
-                b"polyrl fork-server: cannot isolate"):
-            raise SandboxError(err.decode("utf-8", "replace").strip())
-        raw = RawRun(
-            returncode=msg["exit_code"], term_signal=msg["signal"], stdout=out, stderr=err,
-            stdout_truncated=msg["stdout_truncated"], stderr_truncated=msg["stderr_truncated"],
-            wall_s=msg["wall_s"], cpu_s=msg["cpu_s"], peak_memory_mib=msg["peak_memory_mib"],
-            killed_for=msg["killed_for"])
+            req["id"] = next(self._ids)
+            raw, msg = server.call(req, lim)
         res = to_exec_result(argv, raw, lim, started, shell_status=False)
         files_out = msg.get("files")
         if files_out:

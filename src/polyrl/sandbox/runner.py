@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from polyrl.errors import SandboxError
 from polyrl.sandbox.limits import Limits
+from polyrl.sandbox.pool import FairGate
 
 
 @dataclass
@@ -55,7 +56,7 @@ def run_process(
     pass_fds: tuple[int, ...] = (),
     cwd: str | None = None,
     on_kill: Callable[[int, int], None] | None = None,
-    gate: threading.Semaphore | None = None,
+    gate: FairGate | threading.Semaphore | None = None,
     release_fd: int = -1,
     spawn: Callable[..., subprocess.Popen] | None = None,
 ) -> RawRun:

@@ -15,10 +15,11 @@ from polyrl.sandbox import bwrap as bwrap_backend
 from polyrl.sandbox import process as process_backend
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits, resolve_limits
-from polyrl.sandbox.pool import admission
+from polyrl.sandbox.pool import FairGate, admission
 from polyrl.sandbox.result import to_exec_result
 from polyrl.sandbox.runner import run_process
 from polyrl.sandbox.transcript import Transcript
+from polyrl.sandbox.warm import warm_pool
 from polyrl.sandbox.workspace import Workspace
 from polyrl.types import ExecResult
 
@@ -43,6 +44,11 @@ class Sandbox:
         max_concurrency: executions of this sandbox running at once; None = the
             process-wide gate shared by all sandboxes (``available_cpus()``). Callers
             beyond it wait; the wait is not counted in their wall time.
+        warm: bwrap only: run :meth:`run` / :meth:`run_python` in warm sandboxes (one
+            bwrap sandbox per concurrent execution, reused by successive ones; a fresh
+            process each; see ``polyrl.sandbox.warm``) where the kernel allows it and
+            the call has no network. False: new namespaces for every execution. Session
+            steps are always cold.
 
     Raises:
         ConfigError: unknown backend or preset.
@@ -50,7 +56,8 @@ class Sandbox:
 
     def __init__(self, backend: str = "bwrap", limits: Limits | str | None = "default",
                  transcript_path: str | os.PathLike[str] | None = None, *,
-                 python: str | None = None, max_concurrency: int | None = None) -> None:
+                 python: str | None = None, max_concurrency: int | None = None,
+                 warm: bool = True) -> None:
         if backend not in BACKENDS:
             raise ConfigError("<sandbox>", "sandbox.backend",
                               f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -60,15 +67,16 @@ class Sandbox:
         self.transcript = Transcript(transcript_path) if transcript_path else None
         # a private uid per execution needs root (see hostview)
         self.use_private_uid = backend == "bwrap" and os.geteuid() == 0
-        self._gate = (threading.BoundedSemaphore(max_concurrency) if max_concurrency
-                      else admission())
+        self.warm = warm and backend == "bwrap"
+        self._gate = FairGate(max_concurrency) if max_concurrency else admission()
 
     @classmethod
     def from_config(cls, section: object, transcript_path: str | os.PathLike[str] | None = None
                     ) -> Sandbox:
-        """Build from a ``polyrl.config.SandboxSection`` (``backend``, ``preset``)."""
+        """Build from a ``polyrl.config.SandboxSection`` (``backend``, ``preset``, ``warm``)."""
         return cls(backend=getattr(section, "backend", "bwrap"),
-                   limits=getattr(section, "preset", "default"), transcript_path=transcript_path)
+                   limits=getattr(section, "preset", "default"), transcript_path=transcript_path,
+                   warm=getattr(section, "warm", True))
 
     # ----------------------------------------------------------------- public API
     def run(self, argv: list[str] | str, *, files: dict[str, str | bytes] | None = None,
@@ -113,6 +121,12 @@ class Sandbox:
     def _run(self, argv: list[str] | str, *, files: dict[str, str | bytes] | None, lim: Limits,
              stdin: bytes | str | None, collect: list[str] | None, cwd: str,
              env: dict[str, str] | None) -> ExecResult:
+        if self.warm and not lim.network:
+            res = self._run_warm(argv, files=files, lim=lim, stdin=stdin, collect=collect,
+                                 cwd=cwd, env=env)
+            if res is not None:
+                self._record(res, lim, "run")
+                return res
         slot = SlotLock() if self.use_private_uid else None
         try:
             ws = Workspace(uid=slot.uid if slot else None)
@@ -126,6 +140,33 @@ class Sandbox:
             if slot is not None:
                 slot.release()
         self._record(res, lim, "run")
+        return res
+
+    def _run_warm(self, argv: list[str] | str, *, files: dict[str, str | bytes] | None,
+                  lim: Limits, stdin: bytes | str | None, collect: list[str] | None, cwd: str,
+                  env: dict[str, str] | None) -> ExecResult | None:
+        """One execution in a warm sandbox; None when none can run here (then cold)."""
+        argv = _argv_list(argv)
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        pool = warm_pool(self.python, lim.max_file_mib)
+        started = time.time()
+        with self._gate:
+            box = pool.acquire()
+            if box is None:
+                return None
+            done = False
+            try:
+                box.workspace.write_files(files)
+                raw, collected = box.run(argv, lim, cwd=bwrap_backend.inner_cwd(cwd),
+                                         stdin=data, collect=collect,
+                                         env=bwrap_backend.sandbox_env(env, self.python))
+                done = True
+            finally:
+                if not done:  # e.g. a bad file path: the workspace may hold its files
+                    box.spoiled = box.spoiled or "an execution failed before it ran"
+                pool.release(box)
+        res = to_exec_result(argv, raw, lim, started, shell_status=False)
+        res.files = collected
         return res
 
     def run_python(self, code: str, *, stdin: bytes | str | None = None,
@@ -151,11 +192,7 @@ class Sandbox:
                  slot: SlotLock | None, *, cwd: str = ".", stdin: bytes | str | None = None,
                  env: dict[str, str] | None = None,
                  extra_binds: list[tuple[str, str, bool]] | None = None) -> ExecResult:
-        if isinstance(argv, str):
-            argv = ["bash", "-c", argv]
-        if not argv:
-            raise ConfigError("<sandbox>", "argv", "empty command")
-        argv = [str(a) for a in argv]
+        argv = _argv_list(argv)
         data = stdin.encode() if isinstance(stdin, str) else stdin
         started = time.time()
         if self.backend == "process":
@@ -191,6 +228,15 @@ class Sandbox:
     def _record(self, res: ExecResult, lim: Limits, kind: str) -> None:
         if self.transcript is not None:
             self.transcript.record(res, backend=self.backend, limits=lim, kind=kind)
+
+
+def _argv_list(argv: list[str] | str) -> list[str]:
+    """``argv`` as a list of strings (a ``str`` runs as ``bash -c``). ConfigError if empty."""
+    if isinstance(argv, str):
+        argv = ["bash", "-c", argv]
+    if not argv:
+        raise ConfigError("<sandbox>", "argv", "empty command")
+    return [str(a) for a in argv]
 
 
 def _check_bwrap_started(status_r: int, stderr: bytes, killed_for: str | None) -> None:

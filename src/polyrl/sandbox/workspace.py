@@ -6,8 +6,10 @@ the host, often root, must not read it on the program's behalf).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 
@@ -67,30 +69,60 @@ class Workspace:
     def write_files(self, files: dict[str, str | bytes] | None) -> None:
         """Write ``files`` (relative path -> text or bytes) into the workspace, parents created.
 
+        Every path component is opened relative to the one before it and never through
+        a symlink, so a link planted by a program cannot redirect the host's write.
+
         Raises:
             ConfigError: a path is absolute or escapes the workspace.
-            SandboxError: a parent in the workspace is a symlink (refuses to follow it).
+            SandboxError: a component is a symlink or not a directory.
         """
         for rel, content in (files or {}).items():
             rel = _safe_rel(rel)
             data = content.encode() if isinstance(content, str) else bytes(content)
-            parts = rel.split("/")
-            cur = self.path
-            for part in parts[:-1]:
-                cur = os.path.join(cur, part)
-                if os.path.islink(cur):
-                    raise SandboxError(f"workspace path {rel!r} goes through a symlink")
-                if not os.path.isdir(cur):
-                    os.mkdir(cur, 0o755)
-                    self._chown(cur)
-            target = os.path.join(self.path, rel)
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            parent = self._open_parent(rel, create=True)
+            try:
+                fd = os.open(os.path.basename(rel),
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             0o644, dir_fd=parent)
+            except OSError as e:
+                raise _link_error(e, f"workspace path {rel!r} is a symlink") from e
+            finally:
+                os.close(parent)
             try:
                 os.write(fd, data) if data else None
                 if self.uid is not None:
                     os.fchown(fd, self.uid, self.uid)
             finally:
                 os.close(fd)
+
+    def _open_parent(self, rel: str, *, create: bool) -> int:
+        """fd of the directory that holds ``rel``'s last component (see ``write_files``).
+
+        Raises:
+            SandboxError: a component is a symlink or not a directory.
+            FileNotFoundError: a component is missing (and ``create`` is False).
+        """
+        fd = os.open(self.path, _DIR_FLAGS)
+        try:
+            for part in rel.split("/")[:-1]:
+                if create:
+                    try:
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                        if self.uid is not None:
+                            os.chown(part, self.uid, self.uid, dir_fd=fd,
+                                     follow_symlinks=False)
+                    except FileExistsError:
+                        pass
+                try:
+                    nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as e:
+                    raise _link_error(e, f"workspace path {rel!r} goes through a symlink") from e
+                os.close(fd)
+                fd = nfd
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def read_file(self, rel: str, max_bytes: int = 64 << 20) -> bytes:
         """Read one workspace file without following symlinks anywhere on its path.
@@ -99,12 +131,15 @@ class Workspace:
             FileNotFoundError: missing; SandboxError: a symlink, not a regular file, or too big.
         """
         rel = _safe_rel(rel)
-        cur = self.path
-        for part in rel.split("/"):
-            cur = os.path.join(cur, part)
-            if os.path.islink(cur):
-                raise SandboxError(f"refusing to read {rel!r}: it is (or goes through) a symlink")
-        fd = os.open(cur, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        parent = self._open_parent(rel, create=False)
+        try:
+            fd = os.open(os.path.basename(rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                         | os.O_CLOEXEC, dir_fd=parent)
+        except OSError as e:
+            raise _link_error(e, f"refusing to read {rel!r}: it is (or goes through) a "
+                                 "symlink") from e
+        finally:
+            os.close(parent)
         try:
             st = os.fstat(fd)
             if not os.path.stat.S_ISREG(st.st_mode):
@@ -132,14 +167,25 @@ class Workspace:
         """Copy the whole tree to ``dest`` (symlinks copied as links, never followed)."""
         shutil.copytree(self.path, dest, symlinks=True)
 
-    def restore_from(self, src: str) -> None:
-        """Replace the workspace contents by the tree at ``src`` (ownership set to ``uid``)."""
+    def clear(self) -> None:
+        """Empty the workspace in place (its mounts stay valid) and restore its mode 0700.
+
+        Raises:
+            OSError: something could not be removed.
+        """
+        os.chmod(self.path, 0o700)  # the program may have made it read-only
         for name in os.listdir(self.path):
             p = os.path.join(self.path, name)
             if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p)
+                remove_tree(p)
             else:
                 os.unlink(p)
+        if os.listdir(self.path):
+            raise OSError(f"workspace {self.path} could not be emptied")
+
+    def restore_from(self, src: str) -> None:
+        """Replace the workspace contents by the tree at ``src`` (ownership set to ``uid``)."""
+        self.clear()
         shutil.copytree(src, self.path, symlinks=True, dirs_exist_ok=True)
         if self.uid is not None:
             for root, dirs, files in os.walk(self.path):
@@ -148,11 +194,43 @@ class Workspace:
 
     def remove(self) -> None:
         """Delete the workspace (best effort; the sandbox may have made dirs read-only)."""
-        def onerror(func, path, exc):  # noqa: ARG001
-            try:
-                os.chmod(os.path.dirname(path), 0o700)
-                func(path)
-            except OSError:
-                pass
+        try:
+            remove_tree(self.path)
+        except OSError:
+            pass
 
-        shutil.rmtree(self.path, onerror=onerror)
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _link_error(e: OSError, message: str) -> OSError:
+    """``SandboxError(message)`` for a symlink / non-directory on the way, else ``e``."""
+    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+        return SandboxError(message)
+    return e
+
+
+def remove_tree(path: str) -> None:
+    """Delete the directory ``path`` and everything in it, never following a symlink.
+
+    ``shutil.rmtree`` first (descends by file descriptor, so a link cannot redirect
+    it); what it leaves (directories a program made unreadable, trees deeper than
+    Python's recursion limit) goes to ``chmod -R u+rwx`` and ``rm -rf``, which never
+    follow links found inside the tree either.
+
+    Raises:
+        OSError: ``path`` still exists afterwards.
+    """
+    try:
+        shutil.rmtree(path)
+        return
+    except (OSError, RecursionError):
+        pass
+    for argv in (["chmod", "-R", "u+rwx", "--", path],
+                 ["rm", "-rf", "--one-file-system", "--", path]):
+        try:
+            subprocess.run(argv, capture_output=True, timeout=600)
+        except (OSError, subprocess.SubprocessError):
+            pass
+    if os.path.lexists(path):
+        raise OSError(f"could not remove {path}")

@@ -1,0 +1,252 @@
+"""Warm sandboxes (``Sandbox.run``'s fast path): nothing of one execution reaches the next,
+the program cannot touch the server, failures are typed and recovered from."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+import pytest
+
+from polyrl.errors import SandboxError
+from polyrl.sandbox import ForkServer, Limits, Sandbox
+from polyrl.sandbox.warm import warm_pool
+
+from .conftest import is_warm
+from .test_bwrap import _host_has_cmdline
+
+_SERVER_START = "print(open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])"
+"""Prints the start time of pid 1 (the warm sandbox's server): equal = same sandbox."""
+
+
+@pytest.fixture
+def warm() -> Sandbox:
+    """A warm sandbox that runs one execution at a time (so successive calls reuse it)."""
+    box = Sandbox(limits=Limits(timeout_s=10, cpu_s=10), max_concurrency=1)
+    box.run(["true"])
+    if not is_warm(box):  # pragma: no cover - kernels without Landlock ABI 6
+        pytest.skip("warm sandboxes unavailable here: "
+                    f"{warm_pool(box.python, box.limits.max_file_mib).unavailable}")
+    return box
+
+
+def test_nothing_of_an_execution_reaches_the_next(warm: Sandbox):
+    leave = f"""
+import ctypes, os, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+open("/tmp/left.txt", "w").write("x")
+os.makedirs("/tmp/ro/sub"); os.chmod("/tmp/ro", 0o500)
+open("/dev/shm/left", "w").write("x")
+open("/workspace/left.txt", "w").write("x")
+assert libc.shmget(0x5eed, 4096, 0o1000 | 0o600) >= 0  # IPC_CREAT: a SysV segment
+subprocess.Popen(["sleep", "30"], start_new_session=True)
+os.chmod("/workspace", 0); os.chmod("/tmp", 0)
+{_SERVER_START}
+"""
+    first = warm.run_python(leave)
+    assert first.exit_code == 0, first.stderr
+    check = f"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print(sorted(os.listdir("/tmp")), sorted(os.listdir("/dev/shm")), sorted(os.listdir(".")))
+print(libc.shmget(0x5eed, 0, 0), os.access("/tmp", os.W_OK), os.access(".", os.W_OK))
+print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) == [1, os.getpid()])
+{_SERVER_START}
+"""
+    second = warm.run_python(check, files={"given.txt": "y"})
+    assert second.exit_code == 0, second.stderr
+    lines = second.stdout.splitlines()
+    assert lines[3] == first.stdout.strip()  # the same warm sandbox ran both
+    assert lines[0] == "[] [] ['given.txt']"
+    assert lines[1] == "-1 True True"  # no SysV segment; both writable again
+    assert lines[2] == "True"  # the background sleep is gone
+
+
+def test_program_cannot_signal_trace_or_read_the_server(warm: Sandbox):
+    code = f"""
+import os, signal
+for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGSTOP):
+    try:
+        os.kill(1, sig); print("signalled", sig)
+    except PermissionError:
+        pass
+for name in ("environ", "mem", "maps", "cwd/."):
+    try:
+        open("/proc/1/" + name, "rb").read(1); print("read", name)
+    except OSError:
+        pass
+print("done")
+{_SERVER_START}
+"""
+    res = warm.run_python(code)
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.splitlines()[0] == "done", res.stdout
+    again = warm.run_python(_SERVER_START)
+    assert again.stdout == res.stdout.splitlines()[1] + "\n"  # the server lived on
+
+
+def test_server_death_is_a_typed_error_and_the_next_call_works(warm: Sandbox):
+    pool = warm_pool(warm.python, warm.limits.max_file_mib)
+    box = pool.acquire()
+    assert box is not None
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            box.run(["sleep", "5"], Limits(timeout_s=8), cwd="/workspace",
+                    env={"PATH": "/usr/bin:/bin"})
+        except SandboxError as e:
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.3)
+    os.kill(box.server.proc.pid, 9)  # the host kills the sandbox under the execution
+    t.join(10)
+    assert isinstance(out.get("error"), SandboxError)
+    pool.release(box)  # closed, not kept
+    assert box.dead and box not in pool._idle
+    assert warm.run(["echo", "ok"]).stdout == "ok\n"
+
+
+def test_sandboxes_started_by_a_thread_that_ended_keep_running():
+    """bwrap --die-with-parent kills a sandbox when the *thread* that started it exits;
+    servers are started from a thread that lives as long as the process."""
+    sb = Sandbox(limits=Limits(timeout_s=10, max_file_mib=33))  # a pool of its own
+    fs = ForkServer(limits=Limits(timeout_s=10), workers=1)
+    first: dict = {}
+
+    def start() -> None:
+        first["warm"] = sb.run_python(_SERVER_START).stdout
+        first["fs"] = fs.run_python("print(1)").stdout
+
+    t = threading.Thread(target=start)
+    t.start()
+    t.join()
+    time.sleep(0.5)
+    try:
+        assert sb.run_python(_SERVER_START).stdout == first["warm"]
+        assert fs.run_python("print(2)").stdout == "2\n" and fs.restarts == 0
+    finally:
+        fs.close()
+
+
+def test_cold_when_warm_sandboxes_are_unavailable():
+    sb = Sandbox(limits=Limits(timeout_s=10, max_file_mib=31))  # a pool of its own
+    pool = warm_pool(sb.python, 31)
+    pool.unavailable = "pretend this kernel lacks Landlock ABI 6"
+    res = sb.run_python("import os; print(os.getpid())")
+    assert res.stdout == "1\n"  # bwrap --as-pid-1: a cold execution
+    assert not is_warm(sb)
+    assert Sandbox(limits=Limits(max_file_mib=31), warm=False).warm is False
+
+
+def test_concurrent_executions_get_their_own_sandboxes():
+    sb = Sandbox(limits=Limits(timeout_s=10), max_concurrency=2)
+    code = "import os, time; time.sleep(0.5); print(os.getuid(), " + _SERVER_START[6:]
+    out: list = []
+    threads = [threading.Thread(target=lambda: out.append(sb.run_python(code).stdout))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(out) == 2 and out[0] != out[1]
+    if os.geteuid() == 0:  # a private uid per sandbox
+        assert out[0].split()[0] != out[1].split()[0]
+
+
+def _same_box(a: str, b: str) -> bool:
+    return a.strip().splitlines()[-1] == b.strip().splitlines()[-1]
+
+
+def test_no_process_forks_its_way_past_the_cleanup(warm: Sandbox):
+    """A process that forks and lets its parent exit, over and over, has a new pid each
+    time: a sweep that lists the processes and then kills them one by one misses it
+    (the more decoys it has to go through first, the surer)."""
+    marker = "polyrl-rotator-" + uuid.uuid4().hex[:8]
+    code = f"""
+import os, select, time
+def detach():
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)  # hold no pipe: the execution ends with its main process
+pipes = [os.pipe() for _ in range(150)]
+for i, (r, w) in enumerate(pipes):  # decoys with lower pids, one pipe each
+    if os.fork() == 0:
+        detach()
+        for j, (r2, w2) in enumerate(pipes):
+            os.close(r2)
+            if j != i:
+                os.close(w2)
+        time.sleep(60); os._exit(0)
+if os.fork() == 0:  # the rotator: a new pid whenever a decoy dies (a sweep is on)
+    detach()
+    tag = "{marker}"
+    for r, w in pipes:
+        os.close(w)
+    live = [r for r, w in pipes]
+    while live:
+        dead = select.select(live, [], [])[0]
+        live = [r for r in live if r not in dead]
+        if os.fork():
+            os._exit(0)
+    time.sleep(60)
+time.sleep(0.3)
+{_SERVER_START}
+"""
+    first = warm.run_python(code, limits=Limits(timeout_s=10, max_pids=512))
+    assert first.exit_code == 0, first.stderr
+    time.sleep(0.3)
+    assert not _host_has_cmdline(marker)
+    second = warm.run_python("import os\nprint(sorted(int(p) for p in os.listdir('/proc') "
+                             "if p.isdigit()) == [1, os.getpid()])\n" + _SERVER_START)
+    assert second.stdout.splitlines()[0] == "True", second.stdout
+
+
+def test_a_sandbox_whose_server_was_changed_is_replaced(warm: Sandbox):
+    """prlimit / setpriority on pid 1 need only the same uid: the server notices and the
+    next execution gets a fresh sandbox with the usual limits and priority."""
+    code = ("import os, resource\n"
+            "resource.prlimit(1, resource.RLIMIT_STACK, (1 << 20, 1 << 20))\n"
+            "os.setpriority(os.PRIO_PROCESS, 1, 10)\n" + _SERVER_START)
+    first = warm.run_python(code)
+    assert first.exit_code == 0, first.stderr
+    check = ("import os, resource\n"
+             "print(os.getpriority(os.PRIO_PROCESS, 0), "
+             "resource.getrlimit(resource.RLIMIT_STACK)[0] != 1 << 20)\n" + _SERVER_START)
+    second = warm.run_python(check)
+    assert second.exit_code == 0, second.stderr
+    assert second.stdout.splitlines()[0] == "0 True"
+    assert not _same_box(first.stdout, second.stdout)
+
+
+def test_directory_modes_times_and_xattrs_are_restored(warm: Sandbox):
+    first = warm.run_python("import os\nos.setxattr('/tmp', 'user.leak', b'1')\n"
+                            "os.utime('/tmp', (1, 1)); os.chmod('/dev', 0)\n" + _SERVER_START)
+    assert first.exit_code == 0, first.stderr
+    second = warm.run_python("import os\nopen('/dev/null').close()\n"
+                             "print(os.listxattr('/tmp'), os.stat('/tmp').st_mtime > 1)\n"
+                             + _SERVER_START)
+    assert second.exit_code == 0, second.stderr
+    assert second.stdout.splitlines()[0] == "[] True"
+    assert _same_box(first.stdout, second.stdout)  # restored, not replaced
+
+
+def test_lingering_tcp_connections_do_not_hold_the_next_executions_port(warm: Sandbox):
+    serve = """
+import socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 5555)); srv.listen(1)
+cli = socket.create_connection(("127.0.0.1", 5555))
+conn, _ = srv.accept()
+conn.close()  # the server side closes first: its port sits in TIME_WAIT
+cli.recv(1); cli.close(); srv.close()
+print("served")
+"""
+    assert warm.run_python(serve).stdout == "served\n"
+    again = warm.run_python('import socket\nsocket.socket().bind(("127.0.0.1", 5555))\n'
+                            'print("bound")')
+    assert again.stdout == "bound\n", again.stderr
