@@ -308,3 +308,35 @@ print("built")
         assert set(os.listdir(_base_dir())) <= before
     after = sb.run_python("import os; print(os.listdir('/tmp'), os.listdir('.'))")
     assert after.stdout == "[] []\n", after.stderr
+
+
+SECCOMP_PROBE = """
+import ctypes, os, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+def denied(ret):
+    return ret == -1 and ctypes.get_errno() == 1  # EPERM
+calls = {
+    "keyctl": libc.syscall(250, 0, 0, 0, 0), "add_key": libc.syscall(248, 0, 0, 0, 0, 0),
+    "unshare": libc.unshare(0x10000000), "io_uring_setup": libc.syscall(425, 1, 0),
+    "clone_newuser": libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0),
+    "mount": libc.mount(b"none", b"/tmp", b"tmpfs", 0, None), "bpf": libc.syscall(321, 0, 0, 0),
+}
+print(sorted(k for k, v in calls.items() if not denied(v)))
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print(os.waitpid(pid, 0)[1] >> 8, subprocess.run(["echo", "ok"], capture_output=True).stdout)
+print([l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")])
+"""
+
+
+def test_seccomp_denies_keyrings_namespaces_mounts_and_keeps_the_rest(sb: Sandbox):
+    import platform
+
+    import pytest
+
+    if platform.machine() != "x86_64":  # pragma: no cover - the filter is x86_64 only
+        pytest.skip("seccomp filter is x86_64 only")
+    res = sb.run_python(SECCOMP_PROBE)
+    assert res.stdout == "[]\n7 b'ok\\n'\n['2']\n", res.stdout + res.stderr

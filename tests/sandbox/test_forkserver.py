@@ -238,3 +238,16 @@ def test_forkserver_programs_are_compiled_once_and_run_like_code():
         counter = "import builtins\nbuiltins.n = getattr(builtins, 'n', 0) + 1\nprint(builtins.n)\n"
     with ForkServer(preload=[], limits="strict", workers=1, programs={"count": counter}) as fs:
         assert [fs.run_program("count").stdout for _ in range(3)] == ["1\n"] * 3
+
+
+def test_seccomp_filter_in_fork_server_children(fs):
+    import platform
+
+    import pytest
+
+    from .test_bwrap import SECCOMP_PROBE
+
+    if platform.machine() != "x86_64":  # pragma: no cover - the filter is x86_64 only
+        pytest.skip("seccomp filter is x86_64 only")
+    res = fs.run_python(SECCOMP_PROBE)
+    assert res.stdout == "[]\n7 b'ok\\n'\n['2']\n", res.stdout + res.stderr

@@ -22,8 +22,11 @@ polyrl never falls back to running unisolated. ``polyrl sandbox doctor`` probes 
 
 Limitations (real hazards, read before trusting a verdict):
 
-- No seccomp filter: the whole kernel syscall surface is reachable; a kernel bug can
-  break out. Namespaces + no capabilities + no_new_privs are the only walls.
+- The seccomp filter (``polyrl.sandbox.seccomp``, every execution of every backend
+  but ``process``) is a deny-list of interfaces a program has no use for (keyrings,
+  bpf, perf, userfaultfd, io_uring, mounts, new namespaces, modules, kexec, clocks),
+  not an allow-list: the rest of the kernel is reachable, and a kernel bug there can
+  break out. It exists for x86_64 only; on other architectures nothing is filtered.
 - Limits are rlimits, not cgroups (containers rarely give writable cgroups):
   ``memory_mib`` caps the address space of *each process* (a tree of processes may
   use up to ``max_pids`` x ``memory_mib`` resident); ``cpu_s`` is per process too (the
@@ -47,11 +50,14 @@ Limitations (real hazards, read before trusting a verdict):
   execution is kept and reused by successive executions, each a fresh process in its own
   user, IPC and UTS namespace under a Landlock domain (writes only to ``/workspace``,
   ``/tmp``, ``/dev/shm``; no signals, ptrace or abstract sockets outside itself). Between
-  two executions every leftover process is killed and ``/workspace``, ``/tmp`` and
-  ``/dev/shm`` are emptied; SysV IPC objects die with the IPC namespace. What stays:
-  the server is pid 1 and listed in ``/proc`` (not readable: not dumpable, other Landlock
-  domain), and successive (never concurrent) executions share the network namespace
-  (loopback only) and, as root, the sandbox's uid. A warm execution reports the real
+  two executions every leftover process is killed, ``/workspace``, ``/tmp`` and
+  ``/dev/shm`` are emptied, directory modes, times and user xattrs restored; SysV IPC
+  objects die with the IPC namespace. A sandbox whose server was changed (its rlimits,
+  priority or CPU affinity, which a process of the same uid may set) or whose TCP
+  sockets linger (TIME_WAIT) is replaced. What stays: the server is pid 1 and listed in
+  ``/proc`` (not readable: not dumpable, other Landlock domain), successive (never
+  concurrent) executions share the network namespace (loopback only, no socket left)
+  and, as root, the sandbox's uid. A warm execution reports the real
   exit status (no 128+N encoding, not pid 1). ``polyrl sandbox exec`` is always cold.
 - Wall time starts when the program is released, after the sandbox is set up; waiting
   for admission (at most ``available_cpus()`` executions run at once per process,

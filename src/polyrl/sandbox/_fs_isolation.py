@@ -89,6 +89,29 @@ class Landlock:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
 
+_SECCOMP = []  # [buffer, sock_fprog] once set_seccomp ran (the server, at start)
+
+
+def set_seccomp(data):
+    """Keep the filter (``struct sock_filter[]`` bytes from ``polyrl.sandbox.seccomp``)
+    for ``apply_seccomp``; None: no filter."""
+    if not data:
+        return
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(data, len(data))
+    _SECCOMP[:] = [buf, Fprog(len(data) // 8, ctypes.addressof(buf))]
+
+
+def apply_seccomp():
+    """In a child, after its own namespaces exist: load the filter (no_new_privs is set
+    by bwrap). Raises OSError."""
+    if _SECCOMP and _libc.prctl(22, 2, ctypes.byref(_SECCOMP[1]), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp")  # PR_SET_SECCOMP, MODE_FILTER
+
+
 def _write(path, data):
     fd = os.open(path, os.O_WRONLY)
     try:
@@ -304,6 +327,7 @@ class ExecIsolation:
         if _syscall(_SYS_RESTRICT, self.ruleset, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
         _drop_caps()
+        apply_seccomp()
         _libc.prctl(4, 0, 0, 0, 0)  # not dumpable until exec (exec resets it)
 
     @staticmethod

@@ -83,6 +83,7 @@ def child_main(req, iso, jobdir, stdin_fd, out_w, err_w):
     os.dup2(err_w, 2)
     try:
         os.chdir(iso.enter(jobdir, req["tmp_bytes"]))
+        apply_seccomp()  # noqa: F821 (from _fs_isolation.py)
     except OSError as e:
         os.write(2, f"polyrl fork-server: cannot isolate the execution: {e}\n".encode())
         os._exit(ISOLATION_FAILED)
@@ -231,6 +232,7 @@ def main():
         os.set_inheritable(fd, False)
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come to us
     _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: executions cannot open our /proc files
+    set_seccomp(base64.b64decode(cfg["seccomp"]) if cfg.get("seccomp") else None)  # noqa: F821
     exec_mode = cfg.get("mode") == "exec"  # a warm sandbox of Sandbox.run (see warm.py)
     if exec_mode:
         try:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from polyrl.sandbox import hostview
+from polyrl.sandbox import seccomp as seccomp_filter
 from polyrl.sandbox.limits import Limits
 
 WORKSPACE = "/workspace"
@@ -169,6 +170,12 @@ class Prepared:
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     fallback: tuple[list[str], tuple[int, ...]] | None = None
 
+    def close(self) -> None:
+        """Release what the start needed (the seccomp filter's fd); after the start."""
+        for fn in self.cleanup:
+            fn()
+        self.cleanup.clear()
+
     def add_bwrap_options(self, options: list[str]) -> None:
         """Insert ``options`` right after the bwrap binary, in ``argv`` and ``fallback``."""
         self.argv[1:1] = options
@@ -215,6 +222,7 @@ def prepare(
     python: str | None = None,
     extra_env: dict[str, str] | None = None,
     extra_binds: list[tuple[str, str, bool]] | None = None,
+    seccomp: bool = True,
 ) -> Prepared:
     """Build the bwrap command line and child setup for one execution.
 
@@ -225,6 +233,9 @@ def prepare(
         cwd: working directory relative to ``/workspace`` (or absolute inside the sandbox).
         slot: the private uid slot (root only); None runs bwrap as the current user.
         extra_binds: ``(host_path, sandbox_path, writable)`` additional mounts.
+        seccomp: load ``seccomp.deny_filter()`` for the program (``--seccomp``); False
+            for a fork-server or warm sandbox, whose children load it themselves after
+            their own namespaces are made. Call ``Prepared.close()`` after the start.
 
     Raises:
         SandboxUnavailableError: bwrap or the host view is not available.
@@ -249,6 +260,13 @@ def prepare(
         args += ["--bind", workspace_path, WORKSPACE]
     for host, inside, writable in extra_binds or []:
         args += ["--bind" if writable else "--ro-bind", host, inside]
+    pass_fds: tuple[int, ...] = ()
+    cleanup: list[Callable[[], None]] = []
+    filter_fd = seccomp_filter.filter_fd() if seccomp else None
+    if filter_fd is not None:
+        args += ["--seccomp", str(filter_fd)]
+        pass_fds = (filter_fd,)
+        cleanup.append(functools.partial(os.close, filter_fd))
     args += ["--remount-ro", "/"]  # the sandbox's own root tmpfs: nothing writable but
     # /workspace and /tmp
     args += ["--chdir", inner_cwd(cwd), "--"] + list(argv)
@@ -281,4 +299,4 @@ def prepare(
             kill_uid(uid, sig, spare_pid=bwrap_pid if sig != signal.SIGKILL else -1)
 
     return Prepared(argv=args, env=sandbox_env(extra_env, python), preexec_fn=preexec,
-                    on_kill=on_kill, fallback=fallback)
+                    on_kill=on_kill, fallback=fallback, pass_fds=pass_fds, cleanup=cleanup)

@@ -51,7 +51,16 @@ def host_facts() -> dict[str, str]:
         "kernel.unprivileged_userns_clone": _read("/proc/sys/kernel/unprivileged_userns_clone"),
         "kernel.apparmor_restrict_unprivileged_userns":
             _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
+        "seccomp filter": _seccomp_fact(),
     }
+
+
+def _seccomp_fact() -> str:
+    from polyrl.sandbox.seccomp import DENIED, deny_filter
+
+    if deny_filter() is None:
+        return f"none ({os.uname().machine}: the deny-list is x86_64 only)"
+    return f"deny-list of {len(DENIED)} calls + clone with CLONE_NEW* flags"
 
 
 def _fix_hint(facts: dict[str, str]) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from polyrl.errors import SandboxError
 from polyrl.sandbox import bwrap as bwrap_backend
+from polyrl.sandbox import seccomp as seccomp_filter
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits, resolve_limits
 from polyrl.sandbox.pool import FairGate, available_cpus
@@ -90,9 +91,11 @@ class _Server:
         self.dead: str | None = None
         self.slot = slot
         try:
+            flt = seccomp_filter.deny_filter()
+            cfg = {**cfg, "seccomp": base64.b64encode(flt).decode() if flt else None}
             prep = bwrap_backend.prepare(
                 [python, "-c", _SERVER_SRC, json.dumps(cfg)], server_lim,
-                workspace_path, slot=slot, python=python)
+                workspace_path, slot=slot, python=python, seccomp=False)
         except BaseException:
             self._release()
             raise

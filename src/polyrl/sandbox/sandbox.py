@@ -220,6 +220,7 @@ class Sandbox:
             status_w = -1
             _check_bwrap_started(status_r, raw.stderr, raw.killed_for)
         finally:
+            prep.close()
             for fd in (status_r, status_w, block_r, block_w):
                 if fd >= 0:
                     os.close(fd)

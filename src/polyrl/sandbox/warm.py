@@ -8,16 +8,20 @@ executions. Its server (``_fs_server.py`` in exec mode) runs one execution at a 
 it forks a child that joins a fresh user, IPC and UTS namespace, drops every capability
 (bounding set included), restricts itself with a Landlock domain (writes only beneath
 ``/workspace``, ``/tmp`` and ``/dev/shm``; no signals to, and no abstract unix sockets
-of, anything outside itself; no ptrace of the server) and execs the program: a fresh
-interpreter per execution, as on the cold path. When the execution ends every process
-it left is killed, the server empties ``/tmp`` and ``/dev/shm`` and the host empties
-``/workspace`` before the next one starts. Concurrent executions never share a warm
-sandbox (nor, as root, a uid).
+of, anything outside itself; no ptrace of the server), loads the seccomp filter and
+execs the program: a fresh interpreter per execution, as on the cold path. When the
+execution ends, pid 1 kills every other process at once (``kill(-1, SIGKILL)``: none
+can fork its way past a sweep) and reaps them, reads the files to collect, empties
+``/workspace``, ``/tmp`` and ``/dev/shm`` and restores directory modes, times and user
+xattrs, all inside the sandbox (the host never deletes what a program made). A server
+that cannot restore everything (its own rlimits, priority or CPU affinity were changed,
+TCP sockets linger) says so in its reply and exits; the host replaces it. Concurrent
+executions never share a warm sandbox (nor, as root, a uid).
 
 What differs from a cold execution (documented in ``polyrl.sandbox``): the server is
 pid 1 and visible in ``/proc`` (its files are not readable: it is not dumpable), the
-network namespace is reused by successive executions (never concurrent ones), and the
-program sees its real exit status (no 128+N encoding). It needs Landlock ABI >= 6
+network namespace is reused by successive executions (never concurrent ones, never with
+a socket left), and the program sees its real exit status (no 128+N encoding). It needs Landlock ABI >= 6
 (Linux >= 6.12, for the signal scope); elsewhere ``Sandbox`` uses cold executions.
 """
 

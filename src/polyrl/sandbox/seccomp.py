@@ -1,0 +1,113 @@
+"""A seccomp deny-list for sandboxed programs (classic BPF, built here, no libseccomp).
+
+Namespaces, Landlock and rlimits decide what a program may *reach*; this filter removes
+kernel interfaces a model-written program has no business with and that widen the
+kernel's attack surface or leak between executions, in the spirit of container
+runtimes' default profiles (e.g. Docker's): keyrings (``add_key``, ``keyctl``,
+``request_key``: a key readable by id outlives its execution), ``bpf``,
+``perf_event_open``, ``userfaultfd``, ``io_uring_*``, module/kexec/reboot/clock/swap
+calls, every mount call, and new namespaces (``unshare``, ``setns``, ``clone`` with a
+``CLONE_NEW*`` flag; ``clone3``, whose flags a filter cannot read, answers ENOSYS so that
+libc falls back to ``clone``). Denied calls fail with EPERM; the program keeps running.
+
+x86_64 only (syscall numbers differ per architecture): elsewhere :func:`deny_filter`
+returns None and nothing is filtered (``polyrl sandbox doctor`` says so). On x86_64,
+32-bit (``int 0x80``) and x32 system calls are refused: their numbers differ.
+
+The filter format is ``struct sock_filter[]`` (linux/filter.h), as ``bwrap --seccomp``
+and ``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)`` take it (seccomp(2)).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import platform
+import struct
+
+_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_RET_K = 0x06  # BPF_RET | BPF_K
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_BIT = 0x40000000
+_NR_OFF, _ARCH_OFF, _ARG0_LO_OFF = 0, 4, 16  # struct seccomp_data (little endian)
+
+# x86_64 (arch/x86/entry/syscalls/syscall_64.tbl)
+_X86_64_DENY = {
+    "acct": 163, "add_key": 248, "adjtimex": 159, "bpf": 321, "chroot": 161,
+    "clock_adjtime": 305, "clock_settime": 227, "delete_module": 176, "finit_module": 313,
+    "fsconfig": 431, "fsmount": 432, "fsopen": 430, "fspick": 433, "init_module": 175,
+    "io_uring_enter": 426, "io_uring_register": 427, "io_uring_setup": 425,
+    "kexec_file_load": 320, "kexec_load": 246, "keyctl": 250, "mount": 165,
+    "mount_setattr": 442, "move_mount": 429, "open_by_handle_at": 304, "open_tree": 428,
+    "perf_event_open": 298, "pivot_root": 155, "reboot": 169, "request_key": 249,
+    "setns": 308, "settimeofday": 164, "swapoff": 168, "swapon": 167, "umount2": 166,
+    "unshare": 272, "userfaultfd": 323,
+}
+_X86_64_CLONE, _X86_64_CLONE3 = 56, 435
+_CLONE_NEW_FLAGS = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
+                    | 0x20000000 | 0x40000000 | 0x00000080)  # NEWNS CGROUP UTS IPC USER PID NET TIME
+DENIED = tuple(sorted(_X86_64_DENY))
+"""Names of the system calls the filter refuses (besides clone with CLONE_NEW* flags)."""
+
+
+def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+@functools.lru_cache(maxsize=1)
+def deny_filter() -> bytes | None:
+    """The filter as ``struct sock_filter[]`` bytes, or None on an architecture without
+    a table here (only x86_64 has one)."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    eperm, enosys = _RET_ERRNO | errno.EPERM, _RET_ERRNO | errno.ENOSYS
+    deny = sorted(_X86_64_DENY.values())
+    prog = [_insn(_LD_W_ABS, _ARCH_OFF),
+            _insn(_JEQ_K, _AUDIT_ARCH_X86_64, jt=1),
+            _insn(_RET_K, eperm),  # i386 (int 0x80) and anything else
+            _insn(_LD_W_ABS, _NR_OFF),
+            _insn(_JGE_K, _X32_BIT, jf=1),
+            _insn(_RET_K, eperm)]  # the x32 ABI
+    prog += [_insn(_JEQ_K, nr) for nr in deny]  # jumps set by _link
+    prog += [_insn(_JEQ_K, _X86_64_CLONE, jt=3),
+             _insn(_JEQ_K, _X86_64_CLONE3, jt=1),
+             _insn(_RET_K, _RET_ALLOW),
+             _insn(_RET_K, enosys),  # clone3
+             _insn(_LD_W_ABS, _ARG0_LO_OFF),  # clone: flags
+             _insn(_JSET_K, _CLONE_NEW_FLAGS, jt=1),
+             _insn(_RET_K, _RET_ALLOW),
+             _insn(_RET_K, eperm)]
+    return _link(prog, len(deny))
+
+
+def _link(prog: list[bytes], n_deny: int) -> bytes:
+    """Point the deny list's jumps at a final EPERM return (appended here)."""
+    first = 6  # index of the first JEQ of the list
+    out = list(prog)
+    eperm_at = len(out)
+    out.append(_insn(_RET_K, _RET_ERRNO | errno.EPERM))
+    for i in range(n_deny):
+        code, _, _, k = struct.unpack("=HBBI", out[first + i])
+        jt = eperm_at - (first + i) - 1
+        if jt > 255:  # pragma: no cover - the list is far shorter
+            raise ValueError("seccomp deny list too long for an 8-bit jump")
+        out[first + i] = _insn(code, k, jt=jt)
+    return b"".join(out)
+
+
+def filter_fd() -> int | None:
+    """A fresh memfd holding :func:`deny_filter` at offset 0 (for ``bwrap --seccomp``,
+    which reads it to the end), or None where there is no filter. Close it after use."""
+    data = deny_filter()
+    if data is None:
+        return None
+    fd = os.memfd_create("polyrl-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
