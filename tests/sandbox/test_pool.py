@@ -65,3 +65,21 @@ def test_fair_gate_admits_waiters_in_arrival_order():
         gate.release()
     with pytest.raises(ValueError):
         FairGate(0)
+
+
+def test_fair_gate_waiter_interrupted_leaves_no_slot_behind():
+    import signal
+    import threading
+
+    import pytest
+
+    from polyrl.sandbox.pool import FairGate
+
+    gate = FairGate(1)
+    gate.acquire()
+    threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident,
+                                                     signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        gate.acquire()  # interrupted while queued
+    gate.release()  # nobody waits any more: the slot is free again
+    assert gate._free == 1 and not gate._waiters

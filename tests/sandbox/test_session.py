@@ -56,3 +56,19 @@ def test_from_config():
     assert sb.backend == "process" and sb.limits.timeout_s == 5.0 and not sb.warm
     assert Sandbox.from_config(SandboxSection()).warm
     assert not Sandbox.from_config(SandboxSection(warm=False)).warm
+
+
+def test_fifos_in_the_workspace_are_refused_not_waited_on(sb: Sandbox):
+    import pytest
+
+    from polyrl.errors import SandboxError
+
+    with sb.session() as s:
+        assert s.run("mkfifo notes.txt").exit_code == 0
+        with pytest.raises(SandboxError, match="not a regular file"):
+            s.write_file("notes.txt", "x")  # would block forever on the fifo
+        with pytest.raises(SandboxError, match="snapshot"):
+            s.snapshot()
+        assert s.run("rm notes.txt && echo ok > notes.txt").exit_code == 0
+        s.write_file("notes.txt", "new")
+        assert s.read_file("notes.txt") == b"new"

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from polyrl.errors import SandboxError
+from polyrl.errors import ConfigError, SandboxError
 from polyrl.sandbox import ForkServer, Limits, Sandbox
 from polyrl.sandbox.warm import warm_pool
 
@@ -250,3 +250,91 @@ print("served")
     again = warm.run_python('import socket\nsocket.socket().bind(("127.0.0.1", 5555))\n'
                             'print("bound")')
     assert again.stdout == "bound\n", again.stderr
+
+
+def test_nothing_outlives_an_execution_through_a_unix_socket_cycle(warm: Sandbox):
+    """A unix socket holding its own fd (SCM_RIGHTS) stays after every process is
+    killed, until the kernel's garbage collector runs; with it a bound port and a
+    deleted file's space in /tmp. The next execution must not notice."""
+    code = """
+import array, os, socket
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+port = socket.socket(); port.bind(("127.0.0.1", 8086))
+big = os.open("/tmp/big", os.O_RDWR | os.O_CREAT); os.write(big, b"x" * (8 << 20))
+os.unlink("/tmp/big")
+fds = array.array("i", [a.fileno(), b.fileno(), port.fileno(), big])
+a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+print("cycle")
+"""
+    assert warm.run_python(code, limits=Limits(max_file_mib=16)).stdout == "cycle\n"
+    check = """
+import os, socket
+socket.socket().bind(("127.0.0.1", 8086))
+st = os.statvfs("/tmp"); print(st.f_bfree == st.f_blocks)
+"""
+    res = warm.run_python(check, limits=Limits(max_file_mib=16))
+    assert res.stdout == "True\n", res.stdout + res.stderr
+
+
+def test_server_never_imports_what_an_execution_wrote(warm: Sandbox):
+    """Trees too deep for Python's rmtree make the server fall back to ``rm -rf`` (via
+    subprocess); a subprocess.py left in /workspace must not be what it imports."""
+    code = """
+import os
+def deep(name):
+    os.chdir("/workspace")
+    os.mkdir(name); os.chdir(name)
+    for _ in range(1100):
+        os.mkdir("d"); os.chdir("d")
+deep("a")  # listed before subprocess.py on ext4 (creation order) ...
+open("/workspace/subprocess.py", "w").write("import os; os._exit(3)")
+deep("b")  # ... and on tmpfs (newest first)
+print("planted")
+"""
+    first = warm.run_python(code, limits=Limits(timeout_s=20))
+    assert first.stdout == "planted\n", first.stderr
+    assert warm.run_python("import os; print(os.listdir('.'))").stdout == "[]\n"
+
+
+def test_a_lock_on_dev_null_dies_with_its_execution(warm: Sandbox):
+    assert warm.run_python("import fcntl; fcntl.flock(0, fcntl.LOCK_EX); print(1)"
+                           ).stdout == "1\n"
+    res = warm.run_python("import fcntl\n"  # its own open file of the same device
+                          "fcntl.flock(open('/dev/null'), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+                          "print(open('/dev/null').read() == '')")
+    assert res.stdout == "True\n", res.stderr
+
+
+def test_default_acls_are_removed(warm: Sandbox):
+    acl = ("struct.pack('<I', 2) + b''.join(struct.pack('<HHI', tag, 0, 0xFFFFFFFF) "
+           "for tag in (1, 4, 0x20))")  # user::---, group::---, other::---
+    first = warm.run_python("import os, struct\nfor d in ('/tmp', '/workspace'):\n"
+                            f"    os.setxattr(d, 'system.posix_acl_default', {acl})\n"
+                            "print('set')\n" + _SERVER_START)
+    assert first.stdout.startswith("set\n"), first.stderr
+    second = warm.run_python("open('/tmp/x', 'w').write('x')\n"
+                             "print(open('/tmp/x').read(), open('given.txt').read())\n"
+                             + _SERVER_START, files={"given.txt": "y"})
+    assert second.stdout.startswith("x y\n"), second.stdout + second.stderr
+    assert _same_box(first.stdout, second.stdout)
+
+
+def test_scheduling_changed_on_the_server_replaces_it(warm: Sandbox):
+    first = warm.run_python("import os\nos.sched_setscheduler(1, os.SCHED_IDLE, "
+                            "os.sched_param(0))\n" + _SERVER_START)
+    assert first.exit_code == 0, first.stderr
+    second = warm.run_python("import os\nprint(os.sched_getscheduler(0) == os.SCHED_OTHER)\n"
+                             + _SERVER_START)
+    assert second.stdout.startswith("True\n") and not _same_box(first.stdout, second.stdout)
+
+
+def test_warm_and_cold_agree_on_odd_requests(warm: Sandbox):
+    cold = Sandbox(limits=warm.limits, warm=False)
+    for box in (warm, cold):
+        assert box.run_python("import os; print(len(os.listdir('/')) > 3)").stdout == "True\n"
+        with pytest.raises(ConfigError):
+            box.run(["true"], collect=["../etc/passwd"])
+        res = box.run(["true"], cwd="missing/dir")
+        assert res.exit_code == 1 and "Can't chdir" in res.stderr, res
+        res = box.run(["mkfifo", "f"], collect=["f"])
+        assert res.exit_code == 0 and res.files == {}

@@ -35,6 +35,7 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import struct
 import sys
 import time
@@ -144,6 +145,10 @@ def exec_child_main(req, iso, stdin_fd, out_w, err_w):
     argv = req["argv"]
     try:
         os.chdir(req["cwd"])
+    except OSError as e:  # as bwrap --chdir in a cold execution: exit status 1
+        os.write(2, f"polyrl sandbox: Can't chdir to {req['cwd']}: {e.strerror}\n".encode())
+        os._exit(1)
+    try:
         for res, soft, hard in req["rlimits"]:
             resource.setrlimit(res, (soft, hard))
         os.execvpe(argv[0], argv, req["env"])
@@ -193,8 +198,8 @@ def stray_sweep(active_sids):
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-            sid = int(stat[stat.rindex(b")") + 2:].split()[3])
+                data = f.read()
+            sid = int(data[data.rindex(b")") + 2:].split()[3])
         except (OSError, ValueError, IndexError):
             continue
         if sid not in active_sids and sid != my_sid:
@@ -234,6 +239,11 @@ def main():
     _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0: executions cannot open our /proc files
     set_seccomp(base64.b64decode(cfg["seccomp"]) if cfg.get("seccomp") else None)  # noqa: F821
     exec_mode = cfg.get("mode") == "exec"  # a warm sandbox of Sandbox.run (see warm.py)
+    os.chdir("/")  # never import from a directory that an execution can write
+    if exec_mode:
+        sys.path[:] = [p for p in sys.path if os.path.isabs(p) and not p.startswith(
+            ("/workspace", "/tmp", "/dev"))]
+        import subprocess  # noqa: F401 (imported now: _empty() must not import later)
     if exec_mode:
         try:
             iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_isolation.py)
@@ -292,7 +302,7 @@ def main():
         seq += 1
         jobdir = None if exec_mode else f"{ROOT}/{seq}"
         job = Job(req, jobdir)
-        stdin_fd = devnull
+        stdin_fd = -1
         if exec_mode:
             start_exec(job)
             return
@@ -317,6 +327,8 @@ def main():
                     f.write(data)
                 stdin_fd = os.open(stdin_path, os.O_RDONLY | os.O_CLOEXEC)
                 os.unlink(stdin_path)
+            else:  # its own open /dev/null: a lock on a shared one would outlive it
+                stdin_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             iso_fd = iso.prepare(jobdir)
@@ -330,7 +342,7 @@ def main():
             for fd in (out_r, out_w, err_r, err_w, iso_fd):
                 if fd >= 0:
                     os.close(fd)
-            if stdin_fd != devnull:
+            if stdin_fd >= 0:
                 os.close(stdin_fd)
             shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"fork failed: {e}"})
@@ -344,23 +356,25 @@ def main():
         os.close(err_w)
         if iso_fd >= 0:
             os.close(iso_fd)
-        if stdin_fd != devnull:
+        if stdin_fd >= 0:
             os.close(stdin_fd)
         watch(job, pid, out_r, err_r)
 
     def start_exec(job):
         req = job.req
-        stdin_fd = devnull
+        stdin_fd = -1
         try:
             data = base64.b64decode(req["stdin"]) if req.get("stdin") else b""
             if data:  # an anonymous file: nothing of it in the sandbox's filesystem
                 stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
                 os.write(stdin_fd, data)
                 os.lseek(stdin_fd, 0, os.SEEK_SET)
+            else:  # its own open /dev/null: a lock on a shared one would outlive it
+                stdin_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
         except OSError as e:
-            if stdin_fd != devnull:
+            if stdin_fd >= 0:
                 os.close(stdin_fd)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return
@@ -369,7 +383,7 @@ def main():
         except OSError as e:
             for fd in (out_r, out_w, err_r, err_w):
                 os.close(fd)
-            if stdin_fd != devnull:
+            if stdin_fd >= 0:
                 os.close(stdin_fd)
             send(ctl_out, {"id": job.id, "error": f"fork failed: {e}"})
             return
@@ -380,7 +394,7 @@ def main():
                 os._exit(121)
         os.close(out_w)
         os.close(err_w)
-        if stdin_fd != devnull:
+        if stdin_fd >= 0:
             os.close(stdin_fd)
         watch(job, pid, out_r, err_r)
 
@@ -462,7 +476,8 @@ def main():
                         continue  # goes through a symlink: never follow the program's links
                     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                     with os.fdopen(fd, "rb") as f:
-                        files[rel] = base64.b64encode(f.read(64 << 20)).decode()
+                        if stat.S_ISREG(os.fstat(fd).st_mode):  # no fifo, socket, device
+                            files[rel] = base64.b64encode(f.read(64 << 20)).decode()
                 except OSError:
                     pass
             out["files"] = files

@@ -382,6 +382,8 @@ class ForkServer:
                 enc_files[rel] = base64.b64encode(raw).decode()
             req["files"] = enc_files
         if collect:
+            for rel in collect:
+                _safe_rel(rel)  # ConfigError for "../x" or "/x", as Sandbox.run
             req["collect"] = list(collect)
         started = time.time()
         with self._slots:

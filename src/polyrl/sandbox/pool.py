@@ -58,7 +58,18 @@ class FairGate:
             baton = threading.Lock()
             baton.acquire()
             self._waiters.append(baton)
-        baton.acquire()  # released by the release() that hands us its slot
+        try:
+            baton.acquire()  # released by the release() that hands us its slot
+        except BaseException:  # e.g. KeyboardInterrupt while waiting: leave the queue
+            with self._lock:
+                try:
+                    self._waiters.remove(baton)
+                    handed = False
+                except ValueError:  # the slot was handed over meanwhile: give it back
+                    handed = True
+            if handed:
+                self.release()
+            raise
         return True
 
     def release(self) -> None:

@@ -20,7 +20,7 @@ from polyrl.sandbox.result import to_exec_result
 from polyrl.sandbox.runner import run_process
 from polyrl.sandbox.transcript import Transcript
 from polyrl.sandbox.warm import warm_pool
-from polyrl.sandbox.workspace import Workspace
+from polyrl.sandbox.workspace import Workspace, _safe_rel
 from polyrl.types import ExecResult
 
 if TYPE_CHECKING:
@@ -147,6 +147,8 @@ class Sandbox:
                   env: dict[str, str] | None) -> ExecResult | None:
         """One execution in a warm sandbox; None when none can run here (then cold)."""
         argv = _argv_list(argv)
+        for rel in collect or []:
+            _safe_rel(rel)  # as a cold execution's Workspace.collect
         data = stdin.encode() if isinstance(stdin, str) else stdin
         pool = warm_pool(self.python, lim.max_file_mib)
         started = time.time()

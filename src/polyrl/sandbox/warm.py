@@ -131,14 +131,18 @@ class WarmSandbox:
 class WarmPool:
     """Idle warm sandboxes of one configuration (interpreter, ``/tmp`` size).
 
-    At most ``max_idle`` are kept; more are closed when released. The first failure to
-    start one (e.g. no Landlock ABI 6) is remembered in ``unavailable`` and makes
-    :meth:`acquire` return None from then on: callers run cold executions instead.
+    At most ``max_idle`` are kept; more are closed when released. When one cannot start,
+    :meth:`acquire` returns None (the caller runs a cold execution); after
+    ``MAX_FAILED_STARTS`` failed starts in a row (e.g. no Landlock ABI 6) the reason is
+    kept in ``unavailable`` and no start is tried again.
     """
+
+    MAX_FAILED_STARTS = 3
 
     def __init__(self, python: str, tmp_mib: int, max_idle: int = 16) -> None:
         self.python, self.tmp_mib, self.max_idle = python, tmp_mib, max_idle
         self.unavailable: str | None = None
+        self._failed_starts = 0
         self._idle: list[WarmSandbox] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -154,11 +158,16 @@ class WarmPool:
             if self.unavailable is not None or self._closed:
                 return None
         try:
-            return WarmSandbox(self.python, self.tmp_mib)
-        except SandboxError as e:
+            box = WarmSandbox(self.python, self.tmp_mib)
+        except SandboxError as e:  # e.g. every uid slot busy, or no Landlock ABI 6
             with self._lock:
-                self.unavailable = str(e)
+                self._failed_starts += 1
+                if self._failed_starts >= self.MAX_FAILED_STARTS:
+                    self.unavailable = str(e)
             return None
+        with self._lock:
+            self._failed_starts = 0
+        return box
 
     def release(self, box: WarmSandbox) -> None:
         """Give ``box`` back after an execution: kept for the next, or (spoiled, server

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -80,15 +81,21 @@ class Workspace:
             rel = _safe_rel(rel)
             data = content.encode() if isinstance(content, str) else bytes(content)
             parent = self._open_parent(rel, create=True)
-            try:
+            try:  # O_NONBLOCK: a fifo planted there fails (ENXIO) instead of blocking
                 fd = os.open(os.path.basename(rel),
-                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o644, dir_fd=parent)
+                             os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                             | os.O_CLOEXEC, 0o644, dir_fd=parent)
             except OSError as e:
+                if e.errno == errno.ENXIO:
+                    raise SandboxError(f"workspace path {rel!r} is not a regular file") from e
                 raise _link_error(e, f"workspace path {rel!r} is a symlink") from e
             finally:
                 os.close(parent)
             try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise SandboxError(f"workspace path {rel!r} is not a regular file")
+                os.set_blocking(fd, True)
+                os.ftruncate(fd, 0)
                 os.write(fd, data) if data else None
                 if self.uid is not None:
                     os.fchown(fd, self.uid, self.uid)
@@ -142,7 +149,7 @@ class Workspace:
             os.close(parent)
         try:
             st = os.fstat(fd)
-            if not os.path.stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(st.st_mode):
                 raise SandboxError(f"refusing to read {rel!r}: not a regular file")
             if st.st_size > max_bytes:
                 raise SandboxError(f"{rel!r} is {st.st_size} bytes, over {max_bytes}")
@@ -164,8 +171,17 @@ class Workspace:
         return out
 
     def snapshot_to(self, dest: str) -> None:
-        """Copy the whole tree to ``dest`` (symlinks copied as links, never followed)."""
-        shutil.copytree(self.path, dest, symlinks=True)
+        """Copy the whole tree to ``dest`` (symlinks copied as links, never followed).
+
+        Raises:
+            SandboxError: something could not be copied (e.g. a fifo or socket).
+        """
+        try:
+            shutil.copytree(self.path, dest, symlinks=True)
+        except shutil.Error as e:
+            remove_tree(dest)
+            first = e.args[0][0] if e.args and e.args[0] else e
+            raise SandboxError(f"cannot snapshot the workspace: {first}") from e
 
     def clear(self) -> None:
         """Empty the workspace in place (its mounts stay valid) and restore its mode 0700.
