@@ -57,7 +57,11 @@ Limitations (real hazards, read before trusting a verdict):
   sockets linger (TIME_WAIT) is replaced. What stays: the server is pid 1 and listed in
   ``/proc`` (not readable: not dumpable, other Landlock domain), successive (never
   concurrent) executions share the network namespace (loopback only, no socket left)
-  and, as root, the sandbox's uid. A warm execution reports the real
+  and, as root, the sandbox's uid; a few counters pass from one execution to the next
+  of the same sandbox (the next pid, loopback packet counts, pid 1's child CPU time in
+  ``/proc/1/stat``): low-rate covert channels, not data. POSIX message queues
+  (``mq_open``) are refused (Landlock has no rule for their hidden mount). A warm
+  execution reports the real
   exit status (no 128+N encoding, not pid 1). ``polyrl sandbox exec`` is always cold.
 - Wall time starts when the program is released, after the sandbox is set up; waiting
   for admission (at most ``available_cpus()`` executions run at once per process,
