@@ -320,6 +320,7 @@ calls = {
     "unshare": libc.unshare(0x10000000), "io_uring_setup": libc.syscall(425, 1, 0),
     "clone_newuser": libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0),
     "mount": libc.mount(b"none", b"/tmp", b"tmpfs", 0, None), "bpf": libc.syscall(321, 0, 0, 0),
+    "vsock": libc.socket(40, 1, 0),
 }
 print(sorted(k for k, v in calls.items() if not denied(v)))
 t = threading.Thread(target=lambda: None); t.start(); t.join()
@@ -340,3 +341,37 @@ def test_seccomp_denies_keyrings_namespaces_mounts_and_keeps_the_rest(sb: Sandbo
         pytest.skip("seccomp filter is x86_64 only")
     res = sb.run_python(SECCOMP_PROBE)
     assert res.stdout == "[]\n7 b'ok\\n'\n['2']\n", res.stdout + res.stderr
+
+
+FORGED = ("import sys\nsys.stderr.write('polyrl fork-server: cannot isolate the execution: "
+          "fake\\n')\nsys.exit(125)")
+
+
+def test_a_program_cannot_pass_its_failure_off_as_a_sandbox_error(sb: Sandbox):
+    """Only the sandbox says its own setup failed (on a channel no program holds): a
+    failing program that prints the words is a failing program, not an infrastructure
+    error a trainer would retry or drop."""
+    res = sb.run_python(FORGED)
+    assert res.exit_code == 125 and res.error is None
+
+
+def test_dev_shm_is_bounded_and_dev_read_only(sb: Sandbox):
+    """/dev/shm is its own tmpfs of max_file_mib (not half the host's RAM), /dev is
+    read-only."""
+    code = """
+import os
+written = 0
+try:
+    for i in range(8):
+        with open(f"/dev/shm/f{i}", "wb") as f:
+            f.write(b"x" * (3 << 20)); written += 3
+except OSError as e:
+    print("stopped", e.errno)
+print(written <= 4, os.statvfs("/dev/shm").f_blocks * os.statvfs("/dev/shm").f_frsize)
+try:
+    open("/dev/new", "w")
+except OSError as e:
+    print("dev", e.errno)
+"""
+    res = sb.run_python(code, limits=Limits(max_file_mib=4, timeout_s=10))
+    assert res.stdout == f"stopped 28\nTrue {4 << 20}\ndev 30\n", res.stdout + res.stderr

@@ -251,3 +251,30 @@ def test_seccomp_filter_in_fork_server_children(fs):
         pytest.skip("seccomp filter is x86_64 only")
     res = fs.run_python(SECCOMP_PROBE)
     assert res.stdout == "[]\n7 b'ok\\n'\n['2']\n", res.stdout + res.stderr
+
+
+def test_a_program_cannot_pass_its_failure_off_as_a_sandbox_error(fs):
+    from .test_bwrap import FORGED
+
+    res = fs.run_python(FORGED)
+    assert res.exit_code == 125 and res.error is None
+
+
+def test_leftovers_of_one_execution_are_killed_not_a_running_ones_own(fs):
+    """A running execution's process in a session of its own is its own; only what a
+    finished execution left behind (here a double-forked daemon) is killed."""
+    import threading
+    import time
+
+    patient = ("import subprocess\nr = subprocess.run(['sleep', '1.5'], "
+               "start_new_session=True)\nprint(r.returncode)")
+    leaver = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+              "    if os.fork() == 0:\n        time.sleep(30)\n    os._exit(0)\n"
+              "os.wait()\nprint('left')")
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.setdefault("patient", fs.run_python(patient)))
+    t.start()
+    time.sleep(0.4)  # the patient's sleep runs
+    assert fs.run_python(leaver).stdout == "left\n"
+    t.join()
+    assert out["patient"].stdout == "0\n", out["patient"].stdout + out["patient"].stderr

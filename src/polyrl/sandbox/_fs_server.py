@@ -72,7 +72,16 @@ def _close_fds_from_3():
                 pass
 
 
-def child_main(req, iso, jobdir, stdin_fd, out_w, err_w):
+def _isolation_failed(setup_w, e):
+    """Report a failed isolation on the setup pipe (which no program ever holds: the
+    program's own exit status and output could say anything) and exit."""
+    try:
+        os.write(setup_w, f"cannot isolate the execution: {e}".encode()[:4000])
+    finally:
+        os._exit(ISOLATION_FAILED)
+
+
+def child_main(req, iso, jobdir, stdin_fd, out_w, err_w, setup_w):
     """Body of one forked child: isolate, limit, run ``req["code"]``, exit. Never returns.
 
     The server already set what every child needs (``main``): SIGPIPE/SIGTERM default,
@@ -86,9 +95,11 @@ def child_main(req, iso, jobdir, stdin_fd, out_w, err_w):
         os.chdir(iso.enter(jobdir, req["tmp_bytes"]))
         apply_seccomp()  # noqa: F821 (from _fs_isolation.py)
     except OSError as e:
-        os.write(2, f"polyrl fork-server: cannot isolate the execution: {e}\n".encode())
-        os._exit(ISOLATION_FAILED)
-    _close_fds_from_3()  # control pipe, other executions' pipes, pidfds, rule fds
+        _isolation_failed(setup_w, e)
+    # the subreaper of its own processes: they stay its descendants while it runs, so
+    # the server tells an execution's processes from what finished ones left
+    _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    _close_fds_from_3()  # control and setup pipes, other executions' pipes, pidfds
     for res, soft, hard in req["rlimits"]:
         resource.setrlimit(res, (soft, hard))
     # signals, sys.argv, sys.path[0] and $TMPDIR/$HOME were set by the server for us
@@ -126,7 +137,7 @@ def child_main(req, iso, jobdir, stdin_fd, out_w, err_w):
     os._exit(code)
 
 
-def exec_child_main(req, iso, stdin_fd, out_w, err_w):
+def exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w):
     """Body of one forked child of a warm sandbox: isolate, limit, exec ``req["argv"]``.
 
     Never returns: exit 125 when the isolation fails, 127 when the program cannot be
@@ -138,8 +149,7 @@ def exec_child_main(req, iso, stdin_fd, out_w, err_w):
     try:
         iso.enter()
     except OSError as e:
-        os.write(2, f"polyrl fork-server: cannot isolate the execution: {e}\n".encode())
-        os._exit(ISOLATION_FAILED)
+        _isolation_failed(setup_w, e)
     _close_fds_from_3()
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; a program must not
     argv = req["argv"]
@@ -162,7 +172,7 @@ class Job:
 
     __slots__ = ("req", "id", "t0", "deadline", "kill_at", "killed_for", "exited",
                  "status", "ru", "out", "err", "out_fd", "err_fd", "trunc_out", "trunc_err",
-                 "open", "pid", "pidfd", "dir", "limit")
+                 "open", "pid", "pidfd", "dir", "limit", "setup_fd")
 
     def __init__(self, req, jobdir):
         self.req = req
@@ -182,6 +192,7 @@ class Job:
         self.pidfd = -1
         self.dir = jobdir
         self.limit = req["max_output_bytes"]
+        self.setup_fd = -1
 
 
 def stray_sweep(active_sids):
@@ -331,6 +342,7 @@ def main():
                 stdin_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
+            setup_r, setup_w = os.pipe()
             iso_fd = iso.prepare(jobdir)
         except OSError as e:
             shutil.rmtree(jobdir, ignore_errors=True)
@@ -339,7 +351,7 @@ def main():
         try:
             pid = os.fork()
         except OSError as e:
-            for fd in (out_r, out_w, err_r, err_w, iso_fd):
+            for fd in (out_r, out_w, err_r, err_w, setup_r, setup_w, iso_fd):
                 if fd >= 0:
                     os.close(fd)
             if stdin_fd >= 0:
@@ -349,15 +361,17 @@ def main():
             return
         if pid == 0:
             try:
-                child_main(req, iso, jobdir, stdin_fd, out_w, err_w)
+                child_main(req, iso, jobdir, stdin_fd, out_w, err_w, setup_w)
             finally:
                 os._exit(121)
         os.close(out_w)
         os.close(err_w)
+        os.close(setup_w)
         if iso_fd >= 0:
             os.close(iso_fd)
         if stdin_fd >= 0:
             os.close(stdin_fd)
+        job.setup_fd = setup_r
         watch(job, pid, out_r, err_r)
 
     def start_exec(job):
@@ -373,6 +387,7 @@ def main():
                 stdin_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
+            setup_r, setup_w = os.pipe()
         except OSError as e:
             if stdin_fd >= 0:
                 os.close(stdin_fd)
@@ -381,7 +396,7 @@ def main():
         try:
             pid = os.fork()
         except OSError as e:
-            for fd in (out_r, out_w, err_r, err_w):
+            for fd in (out_r, out_w, err_r, err_w, setup_r, setup_w):
                 os.close(fd)
             if stdin_fd >= 0:
                 os.close(stdin_fd)
@@ -389,13 +404,15 @@ def main():
             return
         if pid == 0:
             try:
-                exec_child_main(req, iso, stdin_fd, out_w, err_w)
+                exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w)
             finally:
                 os._exit(121)
         os.close(out_w)
         os.close(err_w)
+        os.close(setup_w)
         if stdin_fd >= 0:
             os.close(stdin_fd)
+        job.setup_fd = setup_r
         watch(job, pid, out_r, err_r)
 
     def watch(job, pid, out_r, err_r):
@@ -444,6 +461,34 @@ def main():
                 return "processes of the last execution would not die"
             time.sleep(0.001)
 
+    def kill_strays():
+        """SIGKILL every child of the server that is no running execution's main process.
+
+        Each execution's main process is the subreaper of its own processes, so orphans
+        come to the server only once their execution's main process is gone: exactly
+        what finished executions left (a session of their own changes nothing).
+        Repeated while killing brings their children to us (bounded: 1 s)."""
+        if children_path is None:  # no /proc/<pid>/task/<tid>/children: by session
+            stray_sweep({j.pid for j in jobs.values() if not j.exited})
+            reap()
+            return
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            live = {j.pid for j in jobs.values() if not j.exited}
+            fd = os.open(children_path, os.O_RDONLY)
+            try:
+                strays = [int(k) for k in os.read(fd, 65536).split() if int(k) not in live]
+            finally:
+                os.close(fd)
+            if not strays:
+                return
+            for pid in strays:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            reap()
+
     def strays_possible():
         """Whether a process outside the running executions may exist (cheap check)."""
         if children_path is None:
@@ -487,10 +532,15 @@ def main():
                 out["spoiled"] = spoiled
         else:
             if strays_possible():
-                stray_sweep({j.pid for j in jobs.values()})
-                reap()
+                kill_strays()
             _remove(job.dir)
-        send(ctl_out, out, bytes(job.out), bytes(job.err))
+        setup_error = os.read(job.setup_fd, 4096)  # the child is gone: never blocks
+        os.close(job.setup_fd)
+        if setup_error:  # not the program's doing: a typed error on the host
+            send(ctl_out, {"id": job.id, "error": setup_error.decode("utf-8", "replace"),
+                           "spoiled": spoiled})
+        else:
+            send(ctl_out, out, bytes(job.out), bytes(job.err))
         return spoiled
 
     def reap():
@@ -521,8 +571,7 @@ def main():
             if job.kill_at is not None and now >= job.kill_at:
                 kill(job, signal.SIGKILL)
                 if job.exited:  # a daemon (own session) still holds the output pipes
-                    stray_sweep({j.pid for j in jobs.values() if not j.exited})
-                    reap()
+                    kill_strays()
                 job.kill_at = now + 0.2
             if job.killed_for is None and not job.exited:
                 timeout = min(timeout, job.deadline - now)

@@ -250,8 +250,12 @@ def prepare(
     if not limits.network:
         args.append("--unshare-net")
     args += _system_args()
+    tmp_bytes = str(int(limits.max_file_mib * 1024 * 1024))
+    # /dev and its /dev/shm would be one tmpfs without a size limit (half the host's
+    # RAM): /dev/shm gets a bounded tmpfs of its own, and /dev turns read-only below
     args += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(int(limits.max_file_mib * 1024 * 1024)), "--tmpfs", "/tmp"]
+             "--perms", "1777", "--size", tmp_bytes, "--tmpfs", "/dev/shm",
+             "--size", tmp_bytes, "--tmpfs", "/tmp"]
     for p in binds:
         args += ["--ro-bind", p, p]
     if workspace_path is None:  # nothing to keep on the host: a small private tmpfs
@@ -267,8 +271,9 @@ def prepare(
         args += ["--seccomp", str(filter_fd)]
         pass_fds = (filter_fd,)
         cleanup.append(functools.partial(os.close, filter_fd))
-    args += ["--remount-ro", "/"]  # the sandbox's own root tmpfs: nothing writable but
-    # /workspace and /tmp
+    # /dev and the sandbox's own root tmpfs: nothing writable but /workspace, /tmp and
+    # /dev/shm
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--chdir", inner_cwd(cwd), "--"] + list(argv)
 
     rl = limits.rlimits()

@@ -49,7 +49,6 @@ once in the server instead of once per execution is most of the fork-server's wi
 
 _SERVER_SRC = "\n".join(Path(__file__).with_name(name).read_text()  # one program, isolation first
                         for name in ("_fs_isolation.py", "_fs_server.py"))
-_ISOLATION_FAILED = 125  # exit code of a child whose isolation could not be set up
 _HEAD = struct.Struct(">III")  # reply: JSON length, stdout length, stderr length
 _LEN = struct.Struct(">I")  # request: JSON length
 ISOLATIONS = ("landlock", "namespaces")
@@ -204,11 +203,8 @@ class _Server:
         except TimeoutError as e:
             self.kill()
             raise SandboxError("fork-server did not answer in time; restarted") from e
-        if msg.get("error"):
+        if msg.get("error"):  # set by the server only, never by a program's output
             raise SandboxError(f"fork-server: {msg['error']}")
-        if msg["exit_code"] == _ISOLATION_FAILED and err.startswith(
-                b"polyrl fork-server: cannot isolate"):
-            raise SandboxError(err.decode("utf-8", "replace").strip())
         raw = RawRun(
             returncode=msg["exit_code"], term_signal=msg["signal"], stdout=out, stderr=err,
             stdout_truncated=msg["stdout_truncated"], stderr_truncated=msg["stderr_truncated"],

@@ -5,8 +5,10 @@ kernel interfaces a model-written program has no business with and that widen th
 kernel's attack surface or leak between executions, in the spirit of container
 runtimes' default profiles (e.g. Docker's): keyrings (``add_key``, ``keyctl``,
 ``request_key``: a key readable by id outlives its execution), ``bpf``,
-``perf_event_open``, ``userfaultfd``, ``io_uring_*``, module/kexec/reboot/clock/swap
-calls, every mount call, and new namespaces (``unshare``, ``setns``, ``clone`` with a
+``perf_event_open``, ``userfaultfd``, ``fanotify_init``, ``io_uring_*``,
+module/kexec/reboot/clock/swap calls, every mount call, ``AF_VSOCK`` sockets (they
+ignore network namespaces: in a VM they reach the hypervisor's services), and new
+namespaces (``unshare``, ``setns``, ``clone`` with a
 ``CLONE_NEW*`` flag; ``clone3``, whose flags a filter cannot read, answers ENOSYS so that
 libc falls back to ``clone``). Denied calls fail with EPERM; the program keeps running.
 
@@ -40,20 +42,23 @@ _NR_OFF, _ARCH_OFF, _ARG0_LO_OFF = 0, 4, 16  # struct seccomp_data (little endia
 # x86_64 (arch/x86/entry/syscalls/syscall_64.tbl)
 _X86_64_DENY = {
     "acct": 163, "add_key": 248, "adjtimex": 159, "bpf": 321, "chroot": 161,
-    "clock_adjtime": 305, "clock_settime": 227, "delete_module": 176, "finit_module": 313,
-    "fsconfig": 431, "fsmount": 432, "fsopen": 430, "fspick": 433, "init_module": 175,
-    "io_uring_enter": 426, "io_uring_register": 427, "io_uring_setup": 425,
-    "kexec_file_load": 320, "kexec_load": 246, "keyctl": 250, "mount": 165,
-    "mount_setattr": 442, "move_mount": 429, "open_by_handle_at": 304, "open_tree": 428,
+    "clock_adjtime": 305, "clock_settime": 227, "delete_module": 176,
+    "fanotify_init": 300, "finit_module": 313, "fsconfig": 431, "fsmount": 432,
+    "fsopen": 430, "fspick": 433, "init_module": 175, "io_uring_enter": 426,
+    "io_uring_register": 427, "io_uring_setup": 425, "kexec_file_load": 320,
+    "kexec_load": 246, "keyctl": 250, "mount": 165, "mount_setattr": 442,
+    "move_mount": 429, "open_by_handle_at": 304, "open_tree": 428, "open_tree_attr": 467,
     "perf_event_open": 298, "pivot_root": 155, "reboot": 169, "request_key": 249,
     "setns": 308, "settimeofday": 164, "swapoff": 168, "swapon": 167, "umount2": 166,
     "unshare": 272, "userfaultfd": 323,
 }
-_X86_64_CLONE, _X86_64_CLONE3 = 56, 435
+_X86_64_CLONE, _X86_64_CLONE3, _X86_64_SOCKET, _X86_64_SOCKETPAIR = 56, 435, 41, 53
 _CLONE_NEW_FLAGS = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
                     | 0x20000000 | 0x40000000 | 0x00000080)  # NEWNS CGROUP UTS IPC USER PID NET TIME
+_AF_VSOCK = 40  # virtio sockets ignore network namespaces: a way to the hypervisor
 DENIED = tuple(sorted(_X86_64_DENY))
-"""Names of the system calls the filter refuses (besides clone with CLONE_NEW* flags)."""
+"""Names of the system calls the filter refuses (besides clone with CLONE_NEW* flags
+and AF_VSOCK sockets)."""
 
 
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -67,37 +72,47 @@ def deny_filter() -> bytes | None:
     if platform.machine() not in ("x86_64", "AMD64"):
         return None
     eperm, enosys = _RET_ERRNO | errno.EPERM, _RET_ERRNO | errno.ENOSYS
-    deny = sorted(_X86_64_DENY.values())
-    prog = [_insn(_LD_W_ABS, _ARCH_OFF),
-            _insn(_JEQ_K, _AUDIT_ARCH_X86_64, jt=1),
-            _insn(_RET_K, eperm),  # i386 (int 0x80) and anything else
-            _insn(_LD_W_ABS, _NR_OFF),
-            _insn(_JGE_K, _X32_BIT, jf=1),
-            _insn(_RET_K, eperm)]  # the x32 ABI
-    prog += [_insn(_JEQ_K, nr) for nr in deny]  # jumps set by _link
-    prog += [_insn(_JEQ_K, _X86_64_CLONE, jt=3),
-             _insn(_JEQ_K, _X86_64_CLONE3, jt=1),
-             _insn(_RET_K, _RET_ALLOW),
-             _insn(_RET_K, enosys),  # clone3
-             _insn(_LD_W_ABS, _ARG0_LO_OFF),  # clone: flags
-             _insn(_JSET_K, _CLONE_NEW_FLAGS, jt=1),
-             _insn(_RET_K, _RET_ALLOW),
-             _insn(_RET_K, eperm)]
-    return _link(prog, len(deny))
+    # (code, k, jump-if-true label, jump-if-false label); labels: "EPERM", "ENOSYS",
+    # "ALLOW", "clone", "socket", or None = the next instruction
+    prog: list[tuple] = [
+        (_LD_W_ABS, _ARCH_OFF, None, None),
+        (_JEQ_K, _AUDIT_ARCH_X86_64, None, "EPERM"),  # i386 (int 0x80) and the rest
+        (_LD_W_ABS, _NR_OFF, None, None),
+        (_JGE_K, _X32_BIT, "EPERM", None),  # the x32 ABI
+    ]
+    prog += [(_JEQ_K, nr, "EPERM", None) for nr in sorted(_X86_64_DENY.values())]
+    prog += [(_JEQ_K, _X86_64_CLONE3, "ENOSYS", None),  # flags out of reach: libc falls back
+             (_JEQ_K, _X86_64_CLONE, "clone", None),
+             (_JEQ_K, _X86_64_SOCKET, "socket", None),
+             (_JEQ_K, _X86_64_SOCKETPAIR, "socket", "ALLOW"),
+             ("clone", _LD_W_ABS, _ARG0_LO_OFF),
+             (_JSET_K, _CLONE_NEW_FLAGS, "EPERM", "ALLOW"),
+             ("socket", _LD_W_ABS, _ARG0_LO_OFF),
+             (_JEQ_K, _AF_VSOCK, "EPERM", "ALLOW"),
+             ("ALLOW", _RET_K, _RET_ALLOW),
+             ("EPERM", _RET_K, eperm),
+             ("ENOSYS", _RET_K, enosys)]
+    return _assemble(prog)
 
 
-def _link(prog: list[bytes], n_deny: int) -> bytes:
-    """Point the deny list's jumps at a final EPERM return (appended here)."""
-    first = 6  # index of the first JEQ of the list
-    out = list(prog)
-    eperm_at = len(out)
-    out.append(_insn(_RET_K, _RET_ERRNO | errno.EPERM))
-    for i in range(n_deny):
-        code, _, _, k = struct.unpack("=HBBI", out[first + i])
-        jt = eperm_at - (first + i) - 1
-        if jt > 255:  # pragma: no cover - the list is far shorter
-            raise ValueError("seccomp deny list too long for an 8-bit jump")
-        out[first + i] = _insn(code, k, jt=jt)
+def _assemble(prog: list[tuple]) -> bytes:
+    """Resolve the labels of ``prog`` (entries ``(code, k, jt, jf)`` or ``(label, code,
+    k)``) into classic BPF's relative 8-bit jumps.
+
+    Raises:
+        ValueError: a jump goes backwards or further than 255 instructions.
+    """
+    labels = {entry[0]: i for i, entry in enumerate(prog) if isinstance(entry[0], str)}
+    out = []
+    for i, entry in enumerate(prog):
+        if isinstance(entry[0], str):
+            out.append(_insn(entry[1], entry[2]))
+            continue
+        code, k, jt, jf = entry
+        offs = [0 if target is None else labels[target] - i - 1 for target in (jt, jf)]
+        if not all(0 <= off <= 255 for off in offs):
+            raise ValueError(f"seccomp jump out of range at instruction {i}")
+        out.append(_insn(code, k, *offs))
     return b"".join(out)
 
 
