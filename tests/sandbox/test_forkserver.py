@@ -195,7 +195,10 @@ def test_forkserver_isolations_hold_their_walls(isolation: str):
         assert str(out["list_root_dir"]).startswith("ERR")
         if isolation == "landlock":
             assert str(out["write_tmp"]).startswith("ERR")  # only its own TMPDIR
-            assert str(out["signal_server"]).startswith("ERR")  # scoped signals (ABI >= 6)
+        else:
+            assert out["write_tmp"] == 1  # its own fresh /tmp
+        if ctypes.CDLL(None).syscall(444, None, 0, 1) >= 6:
+            assert str(out["signal_server"]).startswith("ERR")  # scoped signals
         # the fresh-workspace and per-execution pid limit hold in both
         assert fs.run_python("import os; print(os.listdir('.'))").stdout == "[]\n"
 
@@ -278,3 +281,59 @@ def test_leftovers_of_one_execution_are_killed_not_a_running_ones_own(fs):
     assert fs.run_python(leaver).stdout == "left\n"
     t.join()
     assert out["patient"].stdout == "0\n", out["patient"].stdout + out["patient"].stderr
+
+
+def test_concurrent_executions_cannot_touch_each_other(fs):
+    """Files, /tmp, /dev/shm, unix sockets by path, signals: nothing of a running
+    execution is within reach of another one in the same server (default isolation)."""
+    import ctypes
+
+    assert fs.isolation == "namespaces"
+    holder = """
+import os, socket, time
+open("secret.txt", "w").write("s"); open("/dev/shm/seg", "w").write("s")
+srv = socket.socket(socket.AF_UNIX); srv.bind("/tmp/listener"); srv.listen(1)
+srv.settimeout(1.5)
+print(os.getpid(), flush=True)
+try:
+    srv.accept(); print("contacted")
+except OSError:
+    pass
+print(oct(os.stat("secret.txt").st_mode), open("/dev/shm/seg").read())
+"""
+    prober = """
+import os, signal, socket
+seen = [os.listdir(d) for d in ("/tmp", "/dev/shm", ".")]
+paths = [l.split()[-1] for l in open("/proc/net/unix").read().splitlines()[1:]
+         if l.split()[-1].startswith("/")]
+reached = []
+for p in paths:
+    try:
+        socket.socket(socket.AF_UNIX).connect(p); reached.append(p)
+    except OSError:
+        pass
+signalled = []
+for pid in [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    try:
+        os.kill(pid, 0); signalled.append(pid)
+    except OSError:
+        pass
+for p in ["/proc/%d/cwd/secret.txt" % pid for pid in range(1, 200)]:
+    try:
+        os.chmod(p, 0); reached.append(p)
+    except OSError:
+        pass
+print(repr((seen, paths, reached, signalled)))
+"""
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.setdefault("holder", fs.run_python(holder)))
+    t.start()
+    time.sleep(0.5)
+    probe = fs.run_python(prober)
+    t.join()
+    assert out["holder"].stdout.splitlines()[1:] == ["0o100644 s"], out["holder"].stdout
+    scoped = ctypes.CDLL(None).syscall(444, None, 0, 1) >= 6
+    seen, paths, reached, signalled = eval(probe.stdout)
+    assert seen == [[], [], []] and reached == [], probe.stdout
+    if scoped:
+        assert signalled == [], probe.stdout

@@ -68,17 +68,16 @@ Limitations (real hazards, read before trusting a verdict):
   ``Sandbox(max_concurrency=...)``) is not counted. Setup of the next sandboxes overlaps
   running programs. Admission is per Python process, not per host.
 - Fork-server executions running at the same time share one bwrap sandbox: its pid
-  and network namespaces, its ``/tmp`` tmpfs (and its size) and ``/dev/shm``. With the
-  default ``landlock`` isolation each child has its own user namespace (exact
-  ``max_pids``) and Landlock domain: it can write only beneath its own job directory,
-  cannot signal, ptrace or reach the abstract sockets of the others; but it can see
-  and connect to their TCP ports and their unix sockets by path, change the mode or
-  times of their files (Landlock does not cover chmod), fill the shared ``/tmp``, and
-  read or write ``/dev/shm``. With ``isolation="namespaces"`` (measured ~9% slower)
-  each child also gets its own mount namespace (``/workspace``, a fresh ``/tmp``) but
-  no Landlock signal scope. So a fork-server's concurrent executions are NOT isolated
-  from each other: use ``Sandbox.run`` (a sandbox per concurrent execution) where
-  programs may be hostile to each other, e.g. samples of one group whose rewards are
+  and network namespaces. With the default ``namespaces`` isolation each child has its
+  own user, mount and IPC namespace (exact ``max_pids``; private ``/workspace``,
+  ``/tmp`` and ``/dev/shm``: the others' files, unix socket paths and shared memory are
+  out of sight) and, with Landlock ABI >= 6, cannot signal the others or reach their
+  abstract sockets; but TCP/UDP ports on loopback are shared (one execution can connect
+  to another's listening port, or take a port first), and ``/proc`` lists the others.
+  The ``landlock`` fallback (no mount namespace) shares ``/tmp``'s space and
+  ``/dev/shm``, and lets the others reach unix sockets by path and chmod files. Use
+  ``Sandbox.run`` (a sandbox per concurrent execution) where programs run networking
+  code and may be hostile to each other, e.g. samples of one group whose rewards are
   compared. Children inherit the server's already-imported modules (``sys.modules``),
   and ``memory_mib`` is counted on top of the server's inherited address space.
   Processes an execution leaves behind are killed when it ends (each execution is the

@@ -1,11 +1,9 @@
 """Isolation of one fork-server execution (stdlib only; runs INSIDE the sandbox).
 
 Not imported: ``forkserver.py`` sends this file's text followed by ``_fs_server.py``'s as
-one program (``python -c``), so the server finds these names defined. ``landlock``: an own
-user namespace + a Landlock domain (read/execute on system paths, read/write only beneath
-the job directory; ABI >= 6 also scopes signals and abstract unix sockets), every
-capability dropped. ``namespaces`` (fallback): user + mount namespace, the job directory
-bound at ``/workspace`` and a fresh tmpfs at ``/tmp``. See ``_fs_server.py``.
+one program (``python -c``), so the server finds these names defined. ``Isolation`` is
+that of fork-server children (``namespaces``, or the ``landlock`` fallback),
+``ExecIsolation`` that of warm-sandbox executions. See ``_fs_server.py``.
 """
 
 import ctypes
@@ -131,14 +129,31 @@ def _drop_caps():
 
 
 class Isolation:
-    """How children are isolated: ``kind`` is ``"landlock"`` or ``"namespaces"``.
+    """How children are isolated: ``kind`` is ``"namespaces"`` or ``"landlock"``.
+
+    ``namespaces`` (the default): its own user, mount and IPC namespace with the job
+    directory at ``/workspace`` and fresh tmpfs at ``/tmp`` and ``/dev/shm``, so the
+    other executions' files, sockets and shared memory are not even visible; where
+    Landlock has ABI >= 6, a domain that scopes signals and abstract unix sockets to the
+    execution (one ruleset without rules, built once). ``landlock`` (where mount
+    namespaces fail): its own user namespace and a Landlock domain over the shared
+    filesystem (write only beneath its job directory).
 
     Every Python-level step in a child costs copy-on-write page faults, so what can be
     prepared in the server is (rule buffers, capability buffers, environment)."""
 
-    def __init__(self, kind, landlock=None):
+    def __init__(self, kind, landlock=None, abi=0):
         self.kind = kind
         self.landlock = landlock
+        self.abi = abi
+        self.scope = -1
+        if kind == "namespaces" and abi >= 6:
+            attr = ctypes.create_string_buffer(
+                struct.pack("=QQQ", 0, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL), 24)
+            self.scope = _syscall(_SYS_CREATE, attr, 24, 0)
+            if self.scope < 0:
+                raise OSError(ctypes.get_errno(), "landlock_create_ruleset (scopes)")
+            os.set_inheritable(self.scope, False)
         uid, gid = os.getuid(), os.getgid()
         self.uid_map = f"{uid} {uid} 1".encode()
         self.gid_map = f"{gid} {gid} 1".encode()
@@ -166,31 +181,40 @@ class Isolation:
             _drop_caps()
             return jobdir + "/w"
         _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
-        if _libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+        # CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC
+        if _libc.unshare(0x10000000 | 0x00020000 | 0x08000000) != 0:
             raise OSError(ctypes.get_errno(), "unshare")
         _write("/proc/self/setgroups", b"deny")
         _write("/proc/self/uid_map", self.uid_map)
         _write("/proc/self/gid_map", self.gid_map)
+        tmpfs = f"size={tmp_bytes},mode=1777".encode()
         for src, dst, fstype, flags, data in (
                 (b"none", b"/", None, (1 << 14) | (1 << 18), None),  # MS_REC | MS_PRIVATE
                 ((jobdir + "/w").encode(), b"/workspace", None, 4096, None),  # MS_BIND
-                (b"tmpfs", b"/tmp", b"tmpfs", 2 | 4, f"size={tmp_bytes},mode=1777".encode())):
+                (b"tmpfs", b"/tmp", b"tmpfs", 2 | 4, tmpfs),  # MS_NOSUID | MS_NODEV
+                (b"tmpfs", b"/dev/shm", b"tmpfs", 2 | 4, tmpfs)):
             if _libc.mount(src, dst, fstype, flags, data) != 0:
                 raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
-        _drop_caps()
+        _drop_caps()  # and seccomp (after this) refuses mount calls: the mounts stay
+        if self.scope >= 0 and _syscall(_SYS_RESTRICT, self.scope, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self (scopes)")
         _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
         return "/workspace"
 
 
 def choose_isolation(preferred):
-    """The first isolation (``landlock``, then ``namespaces``) that a test child can enter."""
+    """The first isolation (``namespaces``, then ``landlock``) that a test child can enter."""
     abi = _syscall(_SYS_CREATE, None, 0, 1)
     errors = {}
-    for kind in [preferred] if preferred else ["landlock", "namespaces"]:
+    for kind in [preferred] if preferred else ["namespaces", "landlock"]:
         if kind == "landlock" and abi < 1:
             errors[kind] = f"no Landlock in this kernel (errno {ctypes.get_errno()})"
             continue
-        iso = Isolation(kind, Landlock(abi) if kind == "landlock" else None)
+        try:
+            iso = Isolation(kind, Landlock(abi) if kind == "landlock" else None, abi)
+        except OSError as e:
+            errors[kind] = str(e)
+            continue
         jobdir = os.path.join(ROOT, "probe")
         os.makedirs(jobdir + "/w", exist_ok=True)
         os.makedirs(jobdir + "/t", exist_ok=True)

@@ -8,14 +8,17 @@ directory (``ROOT/<n>/w`` = cwd, ``ROOT/<n>/t`` = TMPDIR and HOME), runs the cod
 wait in a FIFO queue (the host keeps the next one ready). Output is pumped
 incrementally, the wall limit enforced, strays killed.
 
-Isolation of a child (chosen at start by a self-test, reported in the hello):
-``landlock``: its own user namespace (``RLIMIT_NPROC`` counts only the execution's own
-processes) + a Landlock domain: read/execute on the system directories, read/write only
-beneath its job directory (and the shared ``/dev/shm``), nothing of ``ROOT`` or the rest
-of ``/tmp``; with ABI >= 6 no signals or abstract unix sockets outside its domain (the
-server, other executions). Landlock forbids mount changes; every capability dropped.
-``namespaces`` (fallback): user + mount namespace, job directory bound at
-``/workspace``, a fresh tmpfs at ``/tmp``. Both: not dumpable, no_new_privs (from bwrap).
+Isolation of a child (chosen at start by a self-test, reported in the hello; see
+``Isolation`` in ``_fs_isolation.py``): ``namespaces`` (default): its own user
+(``RLIMIT_NPROC`` counts only the execution's own processes), mount and IPC namespace,
+the job directory bound at ``/workspace``, fresh tmpfs at ``/tmp`` and ``/dev/shm``, and
+with Landlock ABI >= 6 no signals or abstract unix sockets outside its domain (the
+server, other executions). ``landlock`` (fallback): its own user namespace + a Landlock
+domain: read/execute on the system directories, read/write only beneath its job
+directory and the shared ``/dev/shm``. Both: every capability dropped, not dumpable,
+no_new_privs (from bwrap), the seccomp filter, the subreaper of its own processes.
+Exec mode (warm sandboxes of ``Sandbox.run``): ``ExecIsolation``, one execution at a
+time.
 
 Wire format. Request: 4-byte big-endian length + UTF-8 JSON ``{"id", "code" | "program",
 "stdin"?: b64, "files"?: {rel: b64}, "collect"?: [rel], "rlimits": [[res, soft, hard]],

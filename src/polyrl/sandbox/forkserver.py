@@ -1,10 +1,11 @@
 """``ForkServer``: the fast path for many short Python executions.
 
 A warm interpreter (with ``preload`` modules imported) runs inside one bwrap sandbox
-and forks one child per execution; each child gets its own isolation (Landlock +
-a user namespace, or user + mount namespaces where Landlock is missing; see
-``ForkServer.isolation``), rlimits, session, output pipes and a fresh workspace
-directory, and is reaped (see ``_fs_server.py``). A fork costs ~1-2 ms of CPU where a
+and forks one child per execution; each child gets its own isolation (user, mount and
+IPC namespaces with a private ``/workspace``, ``/tmp`` and ``/dev/shm``, signals and
+abstract sockets scoped by Landlock; see ``ForkServer.isolation``), rlimits, session,
+output pipes and a fresh workspace directory, the seccomp filter, and is reaped (see
+``_fs_server.py``). A fork costs ~1-2 ms of CPU where a
 fresh sandboxed interpreter costs ~50-300 ms.
 
 Thread-safe: any number of threads may call :meth:`ForkServer.run_python`; at most
@@ -242,7 +243,7 @@ class ForkServer:
         workers: executions running at once (default: available CPUs).
         python: interpreter of the server (default ``sys.executable``).
         transcript_path: JSONL record of every execution, or None.
-        isolation: ``"landlock"``, ``"namespaces"`` or None (the first of those two that
+        isolation: ``"namespaces"``, ``"landlock"`` or None (the first of those two that
             works here; see :attr:`isolation`).
         programs: name -> Python source of *trusted* programs (the host's own code, e.g. a
             test runner; never model output: the server compiles them in its own
@@ -251,10 +252,11 @@ class ForkServer:
             test runner: 7.5 -> ~2.5 ms per execution). A program that fails to compile
             is reported in ``preload_errors``.
 
-    Workspace of an execution: its cwd, empty at start. With ``landlock`` isolation it
-    is a directory of the server's private ``/tmp`` (``$TMPDIR`` and ``$HOME`` point to a
-    second private directory; nothing else is writable, ``/tmp`` itself included); with
-    ``namespaces`` it is mounted at ``/workspace`` and ``/tmp`` is a private tmpfs.
+    Workspace of an execution: its cwd, empty at start. With ``namespaces`` isolation
+    (the default) it is mounted at ``/workspace``, and ``/tmp`` and ``/dev/shm`` are
+    private tmpfs; with ``landlock`` it is a directory of the server's ``/tmp``
+    (``$TMPDIR`` and ``$HOME`` point to a second one; nothing else is writable, ``/tmp``
+    itself included).
 
     Raises (from :meth:`run_python`):
         SandboxUnavailableError: bwrap cannot run here.
@@ -298,9 +300,13 @@ class ForkServer:
 
     @property
     def isolation(self) -> str:
-        """How children are isolated from each other and from the server: ``"landlock"``
-        (a Landlock domain per child + its own user namespace) or ``"namespaces"`` (user +
-        mount namespace per child). Starts the server if needed."""
+        """How children are isolated from each other and from the server:
+        ``"namespaces"`` (own user, mount and IPC namespace per child: private
+        ``/workspace``, ``/tmp``, ``/dev/shm``; Landlock scopes its signals and abstract
+        sockets where the kernel has ABI 6) or ``"landlock"`` (own user namespace and a
+        Landlock domain over the shared filesystem; where mount namespaces fail). See
+        ``polyrl.sandbox`` for what concurrent executions still share. Starts the server
+        if needed."""
         return self._get_server().isolation
 
     def _get_server(self) -> _Server:
