@@ -428,7 +428,7 @@ def _sockets_left():
     for line in text.splitlines():
         head, _, rest = line.partition(":")
         words = rest.split()
-        counts.update({f"{head} {k}": v for k, v in zip(words[::2], words[1::2])})
+        counts.update({f"{head} {k}": v for k, v in zip(words[::2], words[1::2], strict=False)})
     left = [k for k in ("sockets used", "TCP inuse", "TCP orphan", "TCP tw")
             if counts.get(k, "0") != "0"]
     return f"sockets of the last execution linger ({', '.join(left)})" if left else None

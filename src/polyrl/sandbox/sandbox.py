@@ -6,7 +6,6 @@ import functools
 import json
 import os
 import sys
-import threading
 import time
 from typing import TYPE_CHECKING
 

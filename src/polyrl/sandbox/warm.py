@@ -34,8 +34,8 @@ import os
 import threading
 
 from polyrl.errors import SandboxError
-from polyrl.sandbox.forkserver import _Server
 from polyrl.sandbox import hostview
+from polyrl.sandbox.forkserver import _Server
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits
 from polyrl.sandbox.runner import RawRun
