@@ -37,3 +37,12 @@ def fs():
     """A fork-server with numpy preloaded, shared by the tests that need one."""
     with ForkServer(preload=["numpy"], limits=Limits(timeout_s=10, cpu_s=10), workers=2) as f:
         yield f
+
+
+def tmp_skeleton() -> list[str]:
+    """What a sandbox's fresh /tmp holds before anything runs: the first directory of
+    each read-only bind of the Python installation that lives under /tmp (a checkout
+    or venv there), else nothing."""
+    from polyrl.sandbox import hostview
+
+    return sorted({p.split("/")[2] for p in hostview.python_paths() if p.startswith("/tmp/")})

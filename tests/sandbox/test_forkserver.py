@@ -337,3 +337,11 @@ print(repr((seen, paths, reached, signalled)))
     assert seen == [[], [], []] and reached == [], probe.stdout
     if scoped:
         assert signalled == [], probe.stdout
+
+
+def test_children_import_what_the_server_did_not(fs):
+    """A module of the installation that no one imported yet loads in a child (its own
+    fresh /tmp must not hide an installation that lives under /tmp)."""
+    res = fs.run_python("import polyrl.sandbox.limits as m, email.mime.text\n"
+                        "print(m.__name__)")
+    assert res.stdout == "polyrl.sandbox.limits\n", res.stderr

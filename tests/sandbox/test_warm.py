@@ -14,7 +14,7 @@ from polyrl.errors import ConfigError, SandboxError
 from polyrl.sandbox import ForkServer, Limits, Sandbox
 from polyrl.sandbox.warm import warm_pool
 
-from .conftest import is_warm
+from .conftest import is_warm, tmp_skeleton
 from .test_bwrap import _host_has_cmdline
 
 _SERVER_START = "print(open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])"
@@ -59,7 +59,7 @@ print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) == [1, os.getpi
     assert second.exit_code == 0, second.stderr
     lines = second.stdout.splitlines()
     assert lines[3] == first.stdout.strip()  # the same warm sandbox ran both
-    assert lines[0] == "[] [] ['given.txt']"
+    assert lines[0] == f"{tmp_skeleton()} [] ['given.txt']"
     assert lines[1] == "-1 True True"  # no SysV segment; both writable again
     assert lines[2] == "True"  # the background sleep is gone
 

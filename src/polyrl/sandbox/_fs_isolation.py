@@ -147,6 +147,9 @@ class Isolation:
         self.landlock = landlock
         self.abi = abi
         self.scope = -1
+        # read-only binds under /tmp (the Python installation of a checkout there): the
+        # child's fresh /tmp would hide them, so it binds them again
+        self.tmp_mounts = _mounts_beneath(("/tmp",)) if kind == "namespaces" else []
         if kind == "namespaces" and abi >= 6:
             attr = ctypes.create_string_buffer(
                 struct.pack("=QQQ", 0, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL), 24)
@@ -188,6 +191,7 @@ class Isolation:
         _write("/proc/self/uid_map", self.uid_map)
         _write("/proc/self/gid_map", self.gid_map)
         tmpfs = f"size={tmp_bytes},mode=1777".encode()
+        keep = [os.open(m, os.O_PATH | os.O_CLOEXEC) for m in self.tmp_mounts]
         for src, dst, fstype, flags, data in (
                 (b"none", b"/", None, (1 << 14) | (1 << 18), None),  # MS_REC | MS_PRIVATE
                 ((jobdir + "/w").encode(), b"/workspace", None, 4096, None),  # MS_BIND
@@ -195,6 +199,12 @@ class Isolation:
                 (b"tmpfs", b"/dev/shm", b"tmpfs", 2 | 4, tmpfs)):
             if _libc.mount(src, dst, fstype, flags, data) != 0:
                 raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
+        for point, fd in zip(self.tmp_mounts, keep, strict=True):
+            os.makedirs(point, exist_ok=True)
+            if _libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None,
+                           4096 | (1 << 14), None) != 0:  # MS_BIND | MS_REC, stays read-only
+                raise OSError(ctypes.get_errno(), f"bind {point}")
+            os.close(fd)
         _drop_caps()  # and seccomp (after this) refuses mount calls: the mounts stay
         if self.scope >= 0 and _syscall(_SYS_RESTRICT, self.scope, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self (scopes)")
@@ -311,8 +321,18 @@ class ExecIsolation:
         uid, gid = os.getuid(), os.getgid()
         self.uid_map = f"{uid} {uid} 1".encode()
         self.gid_map = f"{gid} {gid} 1".encode()
+        # mount points inside the emptied directories (read-only binds of the Python
+        # installation when it lives under /tmp) and the directories leading to them
+        self.mounts = _mounts_beneath(_EXEC_EMPTIED)
+        self.keep = set(self.mounts)
+        for m in self.mounts:
+            parent = os.path.dirname(m)
+            while parent not in _EXEC_EMPTIED and parent != "/":
+                self.keep.add(parent)
+                parent = os.path.dirname(parent)
         # what a program of the same uid could change and the next one would see
-        dirs = list(_EXEC_EMPTIED) + ["/dev"] + [
+        dirs = list(_EXEC_EMPTIED) + sorted(p for p in self.keep if p not in self.mounts) + [
+            "/dev"] + [
             "/dev/" + n for n in sorted(os.listdir("/dev"))
             if os.path.isdir("/dev/" + n) and not os.path.islink("/dev/" + n)]
         self.dirs = {}  # parents first: a parent made unreadable hides its children
@@ -383,10 +403,14 @@ class ExecIsolation:
                 problems.append(f"{d}: {e}")
         for d in _EXEC_EMPTIED:
             try:
-                if os.listdir(d):
-                    _empty(d)
+                if any(os.path.join(d, n) not in self.keep for n in os.listdir(d)) or (
+                        self.keep and d == "/tmp"):
+                    _empty(d, self.keep)
             except OSError as e:
                 problems.append(f"{d}: {e}")
+        moved = [m for m in self.mounts if not os.path.ismount(m)]
+        if moved:
+            problems.append(f"mount points moved away: {moved}")
         for d, (_, atime, mtime) in self.dirs.items():
             try:
                 st = os.stat(d)
@@ -410,6 +434,20 @@ class ExecIsolation:
             except OSError:
                 out.append(None)
         return out
+
+
+def _mounts_beneath(roots):
+    """Mount points strictly beneath any of ``roots`` (from /proc/self/mountinfo)."""
+    found = []
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                point = line.split()[4].replace("\\040", " ")
+                if any(point.startswith(r + "/") for r in roots):
+                    found.append(point)
+    except OSError:
+        pass
+    return found
 
 
 def _sockets_left():
@@ -459,8 +497,11 @@ def _restore_flags(path, flags):
         os.close(fd)
 
 
-def _empty(path):
-    """Remove everything beneath ``path`` (inside the sandbox: it can harm nothing else).
+def _empty(path, keep=frozenset()):
+    """Remove everything beneath ``path`` (inside the sandbox: it can harm nothing else)
+    but the paths in ``keep``: mount points (read-only binds of the Python installation
+    when it lives under /tmp) and the directories that lead to them, which are emptied
+    of everything else.
 
     Python first (no symlink is followed, read-only directories made writable); what
     that cannot remove (very deep trees) goes to ``chmod -R`` and ``rm -rf``. Raises
@@ -473,8 +514,16 @@ def _empty(path):
         else:
             func(p)
 
+    def removable():
+        return [os.path.join(path, n) for n in os.listdir(path)
+                if os.path.join(path, n) not in keep]
+
     for name in os.listdir(path):
         p = os.path.join(path, name)
+        if p in keep:
+            if not os.path.ismount(p):
+                _empty(p, keep)  # a directory leading to a mount point
+            continue
         try:
             if os.path.isdir(p) and not os.path.islink(p):
                 os.chmod(p, 0o700)
@@ -483,12 +532,11 @@ def _empty(path):
                 os.unlink(p)
         except (OSError, RecursionError):
             continue
-    left = os.listdir(path)
+    left = removable()
     if left:
         import subprocess
 
-        targets = [os.path.join(path, n) for n in left]
-        subprocess.run(["chmod", "-R", "u+rwx", "--", *targets], capture_output=True)
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", *targets], capture_output=True)
-        if os.listdir(path):
+        subprocess.run(["chmod", "-R", "u+rwx", "--", *left], capture_output=True)
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", *left], capture_output=True)
+        if removable():
             raise OSError(f"could not empty {path}")
