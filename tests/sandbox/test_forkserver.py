@@ -9,6 +9,8 @@ import pytest
 from polyrl.errors import SandboxError
 from polyrl.sandbox import ForkServer, Limits
 
+from .conftest import tmp_skeleton
+
 
 def test_forkserver_basics(fs: ForkServer):
     assert fs.preload_errors == {}
@@ -334,7 +336,7 @@ print(repr((seen, paths, reached, signalled)))
     assert out["holder"].stdout.splitlines()[1:] == ["0o100644 s"], out["holder"].stdout
     scoped = ctypes.CDLL(None).syscall(444, None, 0, 1) >= 6
     seen, paths, reached, signalled = eval(probe.stdout)
-    assert seen == [[], [], []] and reached == [], probe.stdout
+    assert seen == [tmp_skeleton(), [], []] and reached == [], probe.stdout
     if scoped:
         assert signalled == [], probe.stdout
 
