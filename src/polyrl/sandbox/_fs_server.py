@@ -147,7 +147,6 @@ def main():
     if exec_mode:
         sys.path[:] = [p for p in sys.path if os.path.isabs(p) and not p.startswith(
             ("/workspace", "/tmp", "/dev"))]
-        import subprocess  # noqa: F401 (imported now: _empty() must not import later)
     if exec_mode:
         try:
             iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_isolation.py)
