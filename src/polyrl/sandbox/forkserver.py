@@ -5,8 +5,9 @@ and forks one child per execution; each child gets its own isolation (user, moun
 IPC namespaces with a private ``/workspace``, ``/tmp`` and ``/dev/shm``, signals and
 abstract sockets scoped by Landlock; see ``ForkServer.isolation``), rlimits, session,
 output pipes and a fresh workspace directory, the seccomp filter, and is reaped (see
-``_fs_server.py``). A fork costs ~1-2 ms of CPU where a
-fresh sandboxed interpreter costs ~50-300 ms.
+``_fs_server.py``). A fork costs ~2-3 ms of CPU where a fresh sandboxed interpreter
+costs ~13-20 ms: on the 164 HumanEval checks ~2.5-3x the throughput of bare
+``python -c`` (``benchmarks/sandbox_throughput.py``).
 
 Thread-safe: any number of threads may call :meth:`ForkServer.run_python`; at most
 ``workers`` executions run at once. Up to ``2 * workers`` requests are handed to the

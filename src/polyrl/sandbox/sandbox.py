@@ -176,7 +176,7 @@ class Sandbox:
                    collect: list[str] | None = None, raise_errors: bool = True) -> ExecResult:
         """Run Python source like ``python -c CODE`` with the host's interpreter and packages.
 
-        A fresh interpreter per call (~50-100 ms); for many short runs use ``ForkServer``.
+        A fresh interpreter per call (~15-25 ms of CPU); for many short runs ``ForkServer``.
         """
         argv, files = python_argv(self.python, code, files)
         return self.run(argv, files=files, limits=limits, stdin=stdin, collect=collect,
