@@ -176,7 +176,8 @@ class Sandbox:
                    collect: list[str] | None = None, raise_errors: bool = True) -> ExecResult:
         """Run Python source like ``python -c CODE`` with the host's interpreter and packages.
 
-        A fresh interpreter per call (~15-25 ms of CPU); for many short runs ``ForkServer``.
+        A fresh interpreter per call (~15-25 ms of CPU); for many short runs use
+        ``ForkServer``.
         """
         argv, files = python_argv(self.python, code, files)
         return self.run(argv, files=files, limits=limits, stdin=stdin, collect=collect,
