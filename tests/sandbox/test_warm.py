@@ -343,3 +343,35 @@ def test_warm_and_cold_agree_on_odd_requests(warm: Sandbox):
         assert res.exit_code == 1 and "Can't chdir" in res.stderr, res
         res = box.run(["mkfifo", "f"], collect=["f"])
         assert res.exit_code == 0 and res.files == {}
+
+
+def test_swapping_the_directories_above_two_mounts_replaces_the_sandbox():
+    """With an installation under /tmp whose sandbox holds two mounts that differ only in
+    a directory above them (a venv at .../a/venv, a path entry at .../b/venv), swapping
+    a and b keeps both names mount points, of the other mount: the sandbox must not be
+    reused (its python would be missing from then on)."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    base = Path(tempfile.mkdtemp(prefix="polyrl-swap-", dir="/tmp"))
+    try:
+        venv = base / "a" / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        (base / "b" / "venv").mkdir(parents=True)
+        site = next((venv / "lib").glob("python*/site-packages"))
+        (site / "extra.pth").write_text(f"{base / 'b' / 'venv'}\n")
+        sb = Sandbox(python=str(venv / "bin" / "python"), limits=Limits(timeout_s=10),
+                     max_concurrency=1)
+        first = sb.run_python(f"import os\nb = {str(base)!r}\n"
+                              "os.rename(b + '/a', b + '/c'); os.rename(b + '/b', b + '/a')\n"
+                              "os.rename(b + '/c', b + '/b')\nprint('swapped')")
+        if not is_warm(sb):  # pragma: no cover - kernels without Landlock ABI 6
+            pytest.skip("warm sandboxes unavailable here")
+        assert first.stdout == "swapped\n", first.stderr
+        for _ in range(2):
+            assert sb.run_python("print(1)").stdout == "1\n"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

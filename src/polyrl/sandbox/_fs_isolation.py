@@ -324,6 +324,7 @@ class ExecIsolation:
         # mount points inside the emptied directories (read-only binds of the Python
         # installation when it lives under /tmp) and the directories leading to them
         self.mounts = _mounts_beneath(_EXEC_EMPTIED)
+        self.mount_ids = {m: _mount_id(m) for m in self.mounts}
         self.keep = set(self.mounts)
         for m in self.mounts:
             parent = os.path.dirname(m)
@@ -408,7 +409,7 @@ class ExecIsolation:
                     _empty(d, self.keep)
             except OSError as e:
                 problems.append(f"{d}: {e}")
-        moved = [m for m in self.mounts if not os.path.ismount(m)]
+        moved = [m for m in self.mounts if _mount_id(m) != self.mount_ids[m]]
         if moved:
             problems.append(f"mount points moved away: {moved}")
         for d, (_, atime, mtime) in self.dirs.items():
@@ -434,6 +435,19 @@ class ExecIsolation:
             except OSError:
                 out.append(None)
         return out
+
+
+def _mount_id(path):
+    """What is mounted at ``path`` now: (device, inode) of its root, or None when
+    ``path`` is no mount point or goes through a symlink (a program may swap or move
+    the directories leading to mount points: the name alone proves nothing)."""
+    try:
+        if os.path.realpath(path) != path or not os.path.ismount(path):
+            return None
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _mounts_beneath(roots):
