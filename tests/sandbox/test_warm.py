@@ -357,6 +357,7 @@ def test_swapping_the_directories_above_two_mounts_replaces_the_sandbox():
     from pathlib import Path
 
     base = Path(tempfile.mkdtemp(prefix="polyrl-swap-", dir="/tmp"))
+    base.chmod(0o755)  # as root each sandbox runs as its own uid: it must traverse it
     try:
         venv = base / "a" / "venv"
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
