@@ -151,12 +151,7 @@ class Isolation:
         # child's fresh /tmp would hide them, so it binds them again
         self.tmp_mounts = _mounts_beneath(("/tmp",)) if kind == "namespaces" else []
         if kind == "namespaces" and abi >= 6:
-            attr = ctypes.create_string_buffer(
-                struct.pack("=QQQ", 0, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL), 24)
-            self.scope = _syscall(_SYS_CREATE, attr, 24, 0)
-            if self.scope < 0:
-                raise OSError(ctypes.get_errno(), "landlock_create_ruleset (scopes)")
-            os.set_inheritable(self.scope, False)
+            self.scope = _scoped_ruleset(0, [])  # no file rules: scopes only
         uid, gid = os.getuid(), os.getgid()
         self.uid_map = f"{uid} {uid} 1".encode()
         self.gid_map = f"{gid} {gid} 1".encode()
@@ -264,6 +259,30 @@ _SYS_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
 _EXEC_EMPTIED = ("/workspace", "/tmp", "/dev/shm")  # writable by the program; emptied
 
 
+def _scoped_ruleset(fs_all, rules):
+    """A Landlock ruleset (ABI >= 6) handling ``fs_all`` file rights, granting ``rules``
+    (``(path, rights)``; missing paths skipped) and scoping signals and abstract unix
+    sockets; its fd is kept across fork, closed at exec. Raises OSError."""
+    attr = ctypes.create_string_buffer(
+        struct.pack("=QQQ", fs_all, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL), 24)
+    rs = _syscall(_SYS_CREATE, attr, 24, 0)
+    if rs < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    for path, rights in rules:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights & fs_all, fd), 12)
+        ok = _syscall(_SYS_ADD_RULE, rs, 1, rule, 0) == 0
+        err = ctypes.get_errno()
+        os.close(fd)
+        if not ok:
+            raise OSError(err, "landlock_add_rule " + path)
+    os.set_inheritable(rs, False)
+    return rs
+
+
 class ExecIsolation:
     """Isolation of one *exec* job of a warm sandbox (``Sandbox.run``'s fast path).
 
@@ -295,27 +314,10 @@ class ExecIsolation:
             raise OSError(0, f"Landlock ABI {abi} < 6 (needs signal scoping, Linux >= 6.12)")
         self.abi = abi
         fs_all = _FS_RIGHTS_BY_ABI.get(abi, _FS_RIGHTS_BY_ABI[5])
-        attr = ctypes.create_string_buffer(
-            struct.pack("=QQQ", fs_all, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL), 24)
-        rs = _syscall(_SYS_CREATE, attr, 24, 0)
-        if rs < 0:
-            raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
         # one execution per sandbox: everything may be read (as in a cold sandbox)
         rules = [("/", _RO), ("/dev", _RO | _FS_WRITE_FILE | _FS_IOCTL_DEV)]
         rules += [(d, fs_all & ~_FS_MAKE_DEVICES) for d in _EXEC_EMPTIED if os.path.isdir(d)]
-        for path, rights in rules:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            rule = ctypes.create_string_buffer(struct.pack("=Qi", rights & fs_all, fd), 12)
-            ok = _syscall(_SYS_ADD_RULE, rs, 1, rule, 0) == 0
-            err = ctypes.get_errno()
-            os.close(fd)
-            if not ok:
-                raise OSError(err, "landlock_add_rule " + path)
-        os.set_inheritable(rs, False)  # the child uses it before it closes every fd
-        self.ruleset = rs
+        self.ruleset = _scoped_ruleset(fs_all, rules)
         with open("/proc/sys/kernel/cap_last_cap") as f:
             self.caps = range(int(f.read()) + 1)
         uid, gid = os.getuid(), os.getgid()

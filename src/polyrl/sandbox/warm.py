@@ -12,10 +12,11 @@ of, anything outside itself; no ptrace of the server), loads the seccomp filter 
 execs the program: a fresh interpreter per execution, as on the cold path. When the
 execution ends, pid 1 kills every other process at once (``kill(-1, SIGKILL)``: none
 can fork its way past a sweep) and reaps them, reads the files to collect, empties
-``/workspace``, ``/tmp`` and ``/dev/shm`` and restores directory modes, times and user
-xattrs, all inside the sandbox (the host never deletes what a program made). A server
-that cannot restore everything (its own rlimits, priority or CPU affinity were changed,
-TCP sockets linger) says so in its reply and exits; the host replaces it. Concurrent
+``/workspace``, ``/tmp`` and ``/dev/shm`` and restores directory modes, times, xattrs
+(user, ACL) and chattr flags, all inside the sandbox (the host never deletes what a
+program made). A server that cannot restore everything (its own rlimits or scheduling
+were changed, sockets linger, a mount under /tmp was moved) says so in its reply and
+exits; the host replaces it. Concurrent
 executions never share a warm sandbox (nor, as root, a uid).
 
 What differs from a cold execution (documented in ``polyrl.sandbox``): the server is
