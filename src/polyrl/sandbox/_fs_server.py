@@ -147,7 +147,6 @@ def main():
     if exec_mode:
         sys.path[:] = [p for p in sys.path if os.path.isabs(p) and not p.startswith(
             ("/workspace", "/tmp", "/dev"))]
-    if exec_mode:
         try:
             iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_isolation.py)
         except OSError as e:
@@ -205,9 +204,8 @@ def main():
         seq += 1
         jobdir = None if exec_mode else f"{ROOT}/{seq}"
         job = Job(req, jobdir)
-        stdin_fd = -1
-        if exec_mode:
-            start_exec(job)
+        if exec_mode:  # the host wrote the files into /workspace
+            fork_child(job, lambda *fds: exec_child_main(req, iso, *fds))  # noqa: F821 (_fs_child.py)
             return
         if req.get("program") and req["program"] not in PROGRAMS:
             send(ctl_out, {"id": job.id, "error": f"unknown program {req['program']!r}"})
@@ -216,96 +214,53 @@ def main():
             os.mkdir(jobdir, 0o700)
             os.mkdir(jobdir + "/w", 0o700)
             os.mkdir(jobdir + "/t", 0o700)
-            files = req.get("files")
-            if files:
-                for rel, b64 in files.items():
-                    path = os.path.join(jobdir, "w", rel)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    with open(path, "wb") as f:
-                        f.write(base64.b64decode(b64))
-            data = base64.b64decode(req["stdin"]) if req.get("stdin") else b""
-            if data:
-                stdin_path = jobdir + "/stdin"
-                with open(stdin_path, "wb") as f:
-                    f.write(data)
-                stdin_fd = os.open(stdin_path, os.O_RDONLY | os.O_CLOEXEC)
-                os.unlink(stdin_path)
-            else:  # its own open /dev/null: a lock on a shared one would outlive it
-                stdin_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-            out_r, out_w = os.pipe()
-            err_r, err_w = os.pipe()
-            setup_r, setup_w = os.pipe()
+            for rel, b64 in (req.get("files") or {}).items():
+                path = os.path.join(jobdir, "w", rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(base64.b64decode(b64))
             iso_fd = iso.prepare(jobdir)
         except OSError as e:
             shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return
+        if not fork_child(job, lambda *fds: child_main(req, iso, jobdir, *fds),  # noqa: F821
+                          close_after=iso_fd):
+            shutil.rmtree(jobdir, ignore_errors=True)
+
+    def fork_child(job, body, close_after=-1):
+        """Stdin, output and setup pipes, fork; the child runs ``body(stdin_fd, out_w,
+        err_w, setup_w)`` and never returns. False (an error reply sent) on failure."""
+        fds = []
         try:
+            data = base64.b64decode(job.req["stdin"]) if job.req.get("stdin") else b""
+            if data:  # an anonymous file: nothing of it in the sandbox's filesystem
+                fds.append(os.memfd_create("stdin", os.MFD_CLOEXEC))
+                os.write(fds[0], data)
+                os.lseek(fds[0], 0, os.SEEK_SET)
+            else:  # its own open /dev/null: a lock on a shared one would outlive it
+                fds.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+            for _ in range(3):  # stdout, stderr, setup
+                fds.extend(os.pipe())
             pid = os.fork()
         except OSError as e:
-            for fd in (out_r, out_w, err_r, err_w, setup_r, setup_w, iso_fd):
+            for fd in fds + [close_after]:
                 if fd >= 0:
                     os.close(fd)
-            if stdin_fd >= 0:
-                os.close(stdin_fd)
-            shutil.rmtree(jobdir, ignore_errors=True)
-            send(ctl_out, {"id": job.id, "error": f"fork failed: {e}"})
-            return
-        if pid == 0:
-            try:
-                child_main(req, iso, jobdir, stdin_fd, out_w, err_w, setup_w)  # noqa: F821 (_fs_child.py)
-            finally:
-                os._exit(121)
-        os.close(out_w)
-        os.close(err_w)
-        os.close(setup_w)
-        if iso_fd >= 0:
-            os.close(iso_fd)
-        if stdin_fd >= 0:
-            os.close(stdin_fd)
-        job.setup_fd = setup_r
-        watch(job, pid, out_r, err_r)
-
-    def start_exec(job):
-        req = job.req
-        stdin_fd = -1
-        try:
-            data = base64.b64decode(req["stdin"]) if req.get("stdin") else b""
-            if data:  # an anonymous file: nothing of it in the sandbox's filesystem
-                stdin_fd = os.memfd_create("stdin", os.MFD_CLOEXEC)
-                os.write(stdin_fd, data)
-                os.lseek(stdin_fd, 0, os.SEEK_SET)
-            else:  # its own open /dev/null: a lock on a shared one would outlive it
-                stdin_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-            out_r, out_w = os.pipe()
-            err_r, err_w = os.pipe()
-            setup_r, setup_w = os.pipe()
-        except OSError as e:
-            if stdin_fd >= 0:
-                os.close(stdin_fd)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
-            return
-        try:
-            pid = os.fork()
-        except OSError as e:
-            for fd in (out_r, out_w, err_r, err_w, setup_r, setup_w):
-                os.close(fd)
-            if stdin_fd >= 0:
-                os.close(stdin_fd)
-            send(ctl_out, {"id": job.id, "error": f"fork failed: {e}"})
-            return
+            return False
+        stdin_fd, out_r, out_w, err_r, err_w, setup_r, setup_w = fds
         if pid == 0:
             try:
-                exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w)  # noqa: F821 (_fs_child.py)
+                body(stdin_fd, out_w, err_w, setup_w)
             finally:
                 os._exit(121)
-        os.close(out_w)
-        os.close(err_w)
-        os.close(setup_w)
-        if stdin_fd >= 0:
-            os.close(stdin_fd)
+        for fd in (stdin_fd, out_w, err_w, setup_w, close_after):
+            if fd >= 0:
+                os.close(fd)
         job.setup_fd = setup_r
         watch(job, pid, out_r, err_r)
+        return True
 
     def watch(job, pid, out_r, err_r):
         job.pid = pid
