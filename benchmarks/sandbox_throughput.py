@@ -11,7 +11,10 @@ submitted at once, default 2 x the CPUs available; each backend runs at most ``w
 Prints executions/s and p50/p99 latency per mode (per call, including any wait for
 admission) and the ratios b/a and c/a, and the ceiling of any mode that starts a process
 per check: the checks' own cost, compiled and run one after another in one warm
-interpreter (``ceiling_ratio`` = CPUs / that cost, over bare's rate). With
+interpreter (``ceiling_ratio`` = CPUs / that cost, over bare's rate), and the tighter
+``bound_ratio``: a round cannot end before its longest check, so the rounds take at
+least the sum of max(longest check, checks' sum / CPUs). (HumanEval/75 alone costs
+~135 ms here: longer than all 164 checks may take at 10 x bare's ~130/s.) With
 ``--json`` the last stdout line is one JSON object (keys: bare_per_s, bwrap_per_s,
 forkserver_per_s, ratio_bwrap, ratio_forkserver, p50_ms, p99_ms, all_verdicts_correct, ...).
 
@@ -19,6 +22,7 @@ The modes are interleaved in rounds (a, b, c, a, b, c, ...) so that the load of 
 machine affects all three alike.
 
 Usage: python benchmarks/sandbox_throughput.py [--json] [--workers N] [--repeat R] [--rounds K]
+       [--in-flight N] [--cold] [--private-network]
 """
 
 from __future__ import annotations
@@ -82,24 +86,32 @@ class _Mode:
 
 _IN_PROCESS = r"""
 import json, sys, time
-total = 0.0
+times = []
 for code in json.load(sys.stdin):
     t0 = time.perf_counter()
     try:
         exec(compile(code, "<check>", "exec"), {"__name__": "__main__"})
     except SystemExit:
         pass
-    total += time.perf_counter() - t0
-print(total)
+    times.append(time.perf_counter() - t0)
+print(json.dumps(times))
 """
 
 
-def _in_process_s(programs: list[str]) -> float:
-    """Seconds to compile and run ``programs`` one after another in ONE warm interpreter
-    (no process, no isolation): what the checks themselves cost."""
+def _in_process_s(programs: list[str]) -> list[float]:
+    """Seconds each of ``programs`` takes to compile and run, one after another in ONE
+    warm interpreter (no process, no isolation): what the checks themselves cost."""
     out = subprocess.run([sys.executable, "-c", _IN_PROCESS], input=json.dumps(programs),
                          capture_output=True, text=True, timeout=600, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    return [float(t) for t in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
+def _round_bound_s(times: list[float], workers: int) -> float:
+    """The shortest wall time in which ``workers`` CPUs can run checks of these costs
+    (seconds each) with zero cost for processes, isolation and transport: neither less
+    than their sum over the CPUs nor less than the longest single check (a check runs on
+    one CPU)."""
+    return max(max(times), sum(times) / workers)
 
 
 def main() -> None:
@@ -112,6 +124,9 @@ def main() -> None:
                     help="calls submitted at once in every mode (0 = 2 x workers); bare runs "
                     "them all at once, bwrap and the fork-server run `workers` programs at "
                     "a time and prepare the next ones meanwhile")
+    ap.add_argument("--private-network", action="store_true",
+                    help="fork-server: a network namespace per execution "
+                    "(ForkServer(private_network=True))")
     ap.add_argument("--cold", action="store_true",
                     help="bwrap mode: new namespaces per execution (Sandbox(warm=False))")
     args = ap.parse_args()
@@ -120,7 +135,7 @@ def main() -> None:
 
     sb = Sandbox(backend="bwrap", limits=LIM, max_concurrency=workers, warm=not args.cold)
     t0 = time.perf_counter()
-    fs = ForkServer(limits=LIM, workers=workers)
+    fs = ForkServer(limits=LIM, workers=workers, private_network=args.private_network)
     fs.run_python("pass")
     isolation = fs.isolation
     fs_start_ms = (time.perf_counter() - t0) * 1000
@@ -139,11 +154,15 @@ def main() -> None:
         # all three alike
         step = -(-len(programs) // args.rounds)
         in_flight = args.in_flight or 2 * workers  # the same for every mode
-        in_process_s = 0.0
+        in_process_s = bound_s = 0.0
+        longest = (0.0, -1)
         for i in range(0, len(programs), step):
             for mode in modes:
                 mode.run(programs[i:i + step], in_flight)
-            in_process_s += _in_process_s(programs[i:i + step])
+            times = _in_process_s(programs[i:i + step])
+            in_process_s += sum(times)
+            bound_s += _round_bound_s(times, workers)
+            longest = max(longest, (max(times), i + times.index(max(times))))
         rows = [m.row() for m in modes]
         bwrap_warm = sb.warm and warm_pool(sb.python, LIM.max_file_mib).unavailable is None
     finally:
@@ -152,7 +171,8 @@ def main() -> None:
     print(f"{len(programs)} HumanEval checks per mode, {in_flight} calls in flight "
           f"({workers} CPUs), "
           f"{args.rounds} interleaved rounds "
-          f"(fork-server start {fs_start_ms:.0f} ms, isolation {isolation}; bwrap "
+          f"(fork-server start {fs_start_ms:.0f} ms, isolation {isolation}"
+          f"{', private network' if args.private_network else ''}; bwrap "
           f"{'warm sandboxes' if bwrap_warm else 'cold: new namespaces per execution'})")
     print(f"{'mode':12s} {'exec/s':>9s} {'p50 ms':>9s} {'p99 ms':>9s} {'correct':>9s}")
     for r in rows:
@@ -165,14 +185,21 @@ def main() -> None:
     ceiling_per_s = workers * len(programs) / in_process_s
     print(f"ratio bwrap/bare = {ratio_b:.2f} (target >= 0.8); "
           f"forkserver/bare = {ratio_c:.2f} (target >= 10)")
+    # ... and no faster than the longest check of each round (one check, one CPU)
+    bound_per_s = len(programs) / bound_s
+    longest_id = load_problems()[longest[1] % len(load_problems())]["task_id"]
     print(f"ceiling: the checks alone, in one warm interpreter, cost "
           f"{in_process_s / len(programs) * 1000:.2f} ms each: {workers} CPUs could run at "
-          f"most {ceiling_per_s:.0f}/s = {ceiling_per_s / by['bare']['per_s']:.1f} x bare")
+          f"most {ceiling_per_s:.0f}/s = {ceiling_per_s / by['bare']['per_s']:.1f} x bare; "
+          f"the longest ({longest_id}, {longest[0] * 1000:.0f} ms) runs on one CPU, so "
+          f"these rounds take at least {bound_s * 1000:.0f} ms: at most {bound_per_s:.0f}/s "
+          f"= {bound_per_s / by['bare']['per_s']:.1f} x bare")
     out = {
         "executions_per_mode": len(programs),
         "workers": workers,
         "in_flight": in_flight,
         "forkserver_isolation": isolation,
+        "forkserver_private_network": args.private_network,
         "bwrap_warm": bwrap_warm,
         "bare_per_s": by["bare"]["per_s"],
         "bwrap_per_s": by["bwrap"]["per_s"],
@@ -184,6 +211,9 @@ def main() -> None:
         "forkserver_start_ms": round(fs_start_ms, 1),
         "in_process_ms_per_check": round(in_process_s / len(programs) * 1000, 3),
         "ceiling_ratio": round(ceiling_per_s / by["bare"]["per_s"], 3),
+        "longest_check_ms": round(longest[0] * 1000, 2),
+        "bound_per_s": round(bound_per_s, 1),
+        "bound_ratio": round(bound_per_s / by["bare"]["per_s"], 3),
         "all_verdicts_correct": all(r["correct"] == r["executions"] for r in rows),
     }
     if args.json:

@@ -347,3 +347,52 @@ def test_children_import_what_the_server_did_not(fs):
     res = fs.run_python("import polyrl.sandbox.limits as m, email.mime.text\n"
                         "print(m.__name__)")
     assert res.stdout == "polyrl.sandbox.limits\n", res.stderr
+
+
+_SAME_PORT = """
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 47311)); s.listen(1)
+print("bound", flush=True)
+time.sleep(float(sys.stdin.read() or 0))
+c = socket.create_connection(("127.0.0.1", 47311), timeout=2)
+conn, _ = s.accept(); c.sendall(b"x"); print("own", conn.recv(1))
+try:
+    socket.create_connection(("10.1.2.3", 80), timeout=2)
+except OSError as e:
+    print("outside", e.errno)
+"""
+
+
+@pytest.mark.parametrize("isolation", ["namespaces", "landlock"])
+def test_private_network_gives_concurrent_executions_their_own_ports(isolation: str):
+    """With ``private_network`` two executions running at once both bind the same
+    loopback port and each reaches only its own listener; nothing beyond loopback.
+    Without it, the second one finds the port taken (the shared network namespace)."""
+    import ctypes
+    import threading
+
+    if isolation == "landlock" and ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+        pytest.skip("this kernel has no Landlock")
+
+    def both(fs: ForkServer) -> list:
+        out: list = [None, None]
+        ts = [threading.Thread(target=lambda i=i: out.__setitem__(
+            i, fs.run_python(_SAME_PORT, stdin="1.5"))) for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return out
+
+    with ForkServer(preload=[], limits="default", workers=2, isolation=isolation,
+                    private_network=True) as fs:
+        fs.run_python("pass")
+        for r in both(fs):
+            assert r.stdout == "bound\nown b'x'\noutside 101\n", r.stdout + r.stderr
+    with ForkServer(preload=[], limits="default", workers=2, isolation=isolation) as fs:
+        fs.run_python("pass")
+        results = both(fs)
+        assert sorted(r.stdout.startswith("bound") for r in results) == [False, True]
+        assert any("Address already in use" in r.stderr for r in results)

@@ -17,6 +17,8 @@ server, other executions). ``landlock`` (fallback): its own user namespace + a L
 domain: read/execute on the system directories, read/write only beneath its job
 directory and the shared ``/dev/shm``. Both: every capability dropped, not dumpable,
 no_new_privs (from bwrap), the seccomp filter, the subreaper of its own processes.
+With ``private_network`` each child also gets a network namespace of its own (loopback
+only, brought up by the child before it drops its capabilities).
 Exec mode (warm sandboxes of ``Sandbox.run``): ``ExecIsolation``, one execution at a
 time.
 
@@ -153,7 +155,8 @@ def main():
             iso, iso_errors = None, {"exec": str(e)}
     else:
         os.makedirs(ROOT, mode=0o711, exist_ok=True)
-        iso, iso_errors = choose_isolation(cfg.get("isolation"))  # noqa: F821 (defined in _fs_isolation.py, sent before this file)
+        iso, iso_errors = choose_isolation(  # noqa: F821 (_fs_isolation.py, sent before)
+            cfg.get("isolation"), bool(cfg.get("private_network")))
     # what every child needs, set once here (a child's own Python work costs page faults)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as before: a closed stdout kills
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
