@@ -354,14 +354,12 @@ import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", 47311)); s.listen(1)
+t_bound = time.time()
 print("bound", flush=True)
 time.sleep(float(sys.stdin.read() or 0))
 c = socket.create_connection(("127.0.0.1", 47311), timeout=2)
 conn, _ = s.accept(); c.sendall(b"x"); print("own", conn.recv(1))
-try:
-    socket.create_connection(("10.1.2.3", 80), timeout=2)
-except OSError as e:
-    print("outside", e.errno)
+print("listening", t_bound, time.time())
 """
 
 
@@ -389,10 +387,43 @@ def test_private_network_gives_concurrent_executions_their_own_ports(isolation: 
     with ForkServer(preload=[], limits="default", workers=2, isolation=isolation,
                     private_network=True) as fs:
         fs.run_python("pass")
+        spans = []
         for r in both(fs):
-            assert r.stdout == "bound\nown b'x'\noutside 101\n", r.stdout + r.stderr
+            lines = r.stdout.splitlines()
+            assert lines[:2] == ["bound", "own b'x'"], r.stdout + r.stderr
+            spans.append([float(t) for t in lines[2].split()[1:]])
+        (a0, a1), (b0, b1) = spans
+        assert a0 < b1 and b0 < a1  # both held the port at the same time
     with ForkServer(preload=[], limits="default", workers=2, isolation=isolation) as fs:
         fs.run_python("pass")
         results = both(fs)
         assert sorted(r.stdout.startswith("bound") for r in results) == [False, True]
         assert any("Address already in use" in r.stderr for r in results)
+
+
+def test_network_settings_that_cannot_hold_are_refused():
+    """``private_network`` with ``limits.network``, and a call asking for another network
+    than the server's executions have, are errors (never silently ignored)."""
+    with pytest.raises(ValueError, match="private_network=True excludes limits.network"):
+        ForkServer(limits=Limits(network=True), private_network=True)
+    with ForkServer(preload=[], limits="strict", workers=1) as fs:
+        with pytest.raises(ValueError, match="limits.network=True for one execution"):
+            fs.run_python("pass", limits=Limits(network=True))
+
+
+def test_limits_a_child_cannot_get_are_errors_not_verdicts():
+    """A child cannot raise its rlimits above the server's own hard limits: a call asking
+    for more is a ValueError on the host (max_pids, max_file_mib) or, where only the
+    child finds out (memory beyond the server's 1 TiB), a SandboxError; it never runs
+    with other limits, nor dies as a silent failing verdict."""
+    with ForkServer(preload=[], limits="strict", workers=1) as fs:
+        cap = fs._server_limits()  # 1 worker: (16 + 2) + 16 pids, 16 + 64 MiB files
+        with pytest.raises(ValueError, match="limits.max_pids=64 for one execution"):
+            fs.run_python("pass", limits=Limits(max_pids=64))
+        with pytest.raises(ValueError, match="limits.max_file_mib"):
+            fs.run_python("pass", limits=Limits(max_pids=16, max_file_mib=cap.max_file_mib + 1))
+        with pytest.raises(SandboxError, match="cannot isolate the execution: limits"):
+            fs.run_python("pass", limits=Limits(max_pids=16, memory_mib=2 << 20))
+        fitting = Limits(max_pids=cap.max_pids, max_file_mib=cap.max_file_mib)
+        code = "import resource; print(resource.getrlimit(resource.RLIMIT_NPROC)[0])"
+        assert fs.run_python(code, limits=fitting).stdout == f"{cap.max_pids}\n"

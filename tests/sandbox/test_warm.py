@@ -143,6 +143,16 @@ def test_cold_when_warm_sandboxes_are_unavailable():
     assert Sandbox(limits=Limits(max_file_mib=31), warm=False).warm is False
 
 
+def test_limits_above_the_warm_servers_own_run_cold(warm: Sandbox):
+    """A warm child cannot raise its rlimits above its server's hard limits: such an
+    execution runs cold, with exactly the limits asked for (never a silent failure)."""
+    code = "import os, resource; print(os.getpid(), resource.getrlimit(resource.RLIMIT_NPROC)[0])"
+    big = Limits(timeout_s=10, cpu_s=10, max_pids=5000)
+    assert warm.run_python(code, limits=big).stdout == "1 5000\n"  # pid 1: cold
+    assert warm.run_python(code).stdout.split()[1] == "64"
+    assert warm.run_python(code).stdout.split()[0] != "1"  # warm again
+
+
 def test_concurrent_executions_get_their_own_sandboxes():
     sb = Sandbox(limits=Limits(timeout_s=10), max_concurrency=2)
     code = "import os, time; time.sleep(0.5); print(os.getuid(), " + _SERVER_START[6:]

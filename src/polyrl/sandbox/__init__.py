@@ -74,10 +74,10 @@ Limitations (real hazards, read before trusting a verdict):
   out of sight) and, with Landlock ABI >= 6, cannot signal the others or reach their
   abstract sockets; but TCP/UDP ports on loopback are shared (one execution can connect
   to another's listening port, or take a port first: a verdict may then depend on what
-  runs beside it) unless ``ForkServer(private_network=True)`` gives each execution a
-  network namespace of its own (~30% fewer executions/s of trivial programs, ~15%
-  on the HumanEval checks), and
-  ``/proc`` lists the others.
+  runs beside it, or before it: TIME_WAIT) unless ``ForkServer(private_network=True)``
+  gives each execution a network namespace of its own (~30% fewer executions/s of
+  trivial programs, ~15% on the HumanEval checks). ``/proc`` lists the others, and
+  their ``/proc/<pid>/net`` (sockets, ports, interface counters) stays readable.
   The ``landlock`` fallback (no mount namespace) shares ``/tmp``'s space and
   ``/dev/shm``, and lets the others reach unix sockets by path and chmod files. Use
   ``Sandbox.run`` (a sandbox per concurrent execution) where programs run networking

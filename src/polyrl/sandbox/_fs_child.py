@@ -40,6 +40,17 @@ def _isolation_failed(setup_w, e):
         os._exit(ISOLATION_FAILED)
 
 
+def _set_rlimits(rlimits, setup_w):
+    """Apply ``(resource, soft, hard)`` triples; a limit the kernel refuses (above the
+    server's own hard limit) is the sandbox's failure, reported on the setup pipe: the
+    program must never run with other limits than asked for."""
+    try:
+        for res, soft, hard in rlimits:
+            resource.setrlimit(res, (soft, hard))
+    except (OSError, ValueError) as e:
+        _isolation_failed(setup_w, f"limits: {e}")
+
+
 def child_main(req, iso, jobdir, stdin_fd, out_w, err_w, setup_w):
     """Body of one forked child: isolate, limit, run ``req["code"]``, exit. Never returns.
 
@@ -58,9 +69,8 @@ def child_main(req, iso, jobdir, stdin_fd, out_w, err_w, setup_w):
     # the subreaper of its own processes: they stay its descendants while it runs, so
     # the server tells an execution's processes from what finished ones left
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    _set_rlimits(req["rlimits"], setup_w)
     _close_fds_from_3()  # control and setup pipes, other executions' pipes, pidfds
-    for res, soft, hard in req["rlimits"]:
-        resource.setrlimit(res, (soft, hard))
     # signals, sys.argv, sys.path[0] and $TMPDIR/$HOME were set by the server for us
     code = 0
     try:
@@ -109,6 +119,7 @@ def exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w):
         iso.enter()
     except OSError as e:
         _isolation_failed(setup_w, e)
+    _set_rlimits(req["rlimits"], setup_w)
     _close_fds_from_3()
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)  # Python ignores it; a program must not
     argv = req["argv"]
@@ -118,8 +129,6 @@ def exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w):
         os.write(2, f"polyrl sandbox: Can't chdir to {req['cwd']}: {e.strerror}\n".encode())
         os._exit(1)
     try:
-        for res, soft, hard in req["rlimits"]:
-            resource.setrlimit(res, (soft, hard))
         os.execvpe(argv[0], argv, req["env"])
     except OSError as e:
         os.write(2, f"polyrl sandbox: {argv[0]}: {e.strerror or e}\n".encode())

@@ -254,16 +254,23 @@ class ForkServer:
             is reported in ``preload_errors``.
         private_network: give each execution a network namespace of its own (loopback
             only) instead of the server's shared one, so that concurrent executions
-            never see or take each other's ports (two of them may bind the same one).
-            Costs ~30% of the executions/s of a trivial program and ~15% on the HumanEval
-            checks here (a network namespace is costly to create and destroy); worth it
-            where programs use sockets.
+            never take or reach each other's ports (two of them may bind the same one)
+            and no socket of an earlier one (TIME_WAIT) holds a port. Their
+            ``/proc/<pid>/net`` stays readable (one procfs for the sandbox), and under
+            the ``landlock`` isolation socket *files* stay reachable by path. Costs ~30%
+            of the executions/s of a trivial program and ~15% on the HumanEval checks
+            here (a network namespace is costly to create and destroy); worth it where
+            programs use sockets. Excludes ``limits.network``.
 
     Workspace of an execution: its cwd, empty at start. With ``namespaces`` isolation
     (the default) it is mounted at ``/workspace``, and ``/tmp`` and ``/dev/shm`` are
     private tmpfs; with ``landlock`` it is a directory of the server's ``/tmp``
     (``$TMPDIR`` and ``$HOME`` point to a second one; nothing else is writable, ``/tmp``
     itself included).
+
+    Raises:
+        ValueError: ``private_network`` with ``limits.network`` (a network for the server's
+            executions and none at once).
 
     Raises (from :meth:`run_python`):
         SandboxUnavailableError: bwrap cannot run here.
@@ -281,6 +288,9 @@ class ForkServer:
             raise ValueError(f"isolation must be one of {ISOLATIONS} or None, got {isolation!r}")
         self.preload = list(dict.fromkeys([*DEFAULT_PRELOAD, *preload]))
         self.limits = resolve_limits(limits)
+        if private_network and self.limits.network:
+            raise ValueError("ForkServer: private_network=True excludes limits.network=True "
+                             "(each execution would get a loopback of its own, no network)")
         self.workers = workers or available_cpus()
         self.python = python or sys.executable
         self.isolation_pref = isolation
@@ -328,11 +338,7 @@ class ForkServer:
             if self._server is None or self._server.dead:
                 if self._server is not None:
                     self.restarts += 1
-                lim = self.limits
-                server_lim = lim.replace(
-                    timeout_s=1e9, cpu_s=1e9, memory_mib=1 << 20,
-                    max_pids=self.workers * (lim.max_pids + 2) + 16,
-                    max_file_mib=self.workers * lim.max_file_mib + 64)
+                server_lim = self._server_limits()
                 cfg = {"preload": list(self.preload), "workers": self.workers,
                        "isolation": self.isolation_pref, "programs": self.programs,
                        "private_network": self.private_network}
@@ -341,6 +347,32 @@ class ForkServer:
                 self._server = _Server(cfg, server_lim, self.python,
                                        slot=SlotLock() if os.geteuid() == 0 else None)
             return self._server
+
+    def _server_limits(self) -> Limits:
+        """The limits of the server's own sandbox: its hard rlimits cap every child's."""
+        lim = self.limits
+        return lim.replace(timeout_s=1e9, cpu_s=1e9, memory_mib=1 << 20,
+                           max_pids=self.workers * (lim.max_pids + 2) + 16,
+                           max_file_mib=self.workers * lim.max_file_mib + 64)
+
+    def _check_call_limits(self, lim: Limits) -> None:
+        """ValueError when one execution's ``lim`` cannot hold in this server (a network
+        other than its executions', or rlimits above the server's own hard limits,
+        which a child cannot raise)."""
+        if lim.network != (self.limits.network and not self.private_network):
+            raise ValueError(
+                f"ForkServer: limits.network={lim.network} for one execution, but its "
+                f"executions {'have' if not lim.network else 'have no'} network (fixed when "
+                "the server starts: ForkServer(limits=..., private_network=...)); use "
+                "Sandbox.run for a different network")
+        cap = self._server_limits()
+        for field in ("max_pids", "max_file_mib"):  # memory: the server's cap is 1 TiB
+            if getattr(lim, field) > getattr(cap, field):
+                raise ValueError(
+                    f"ForkServer: limits.{field}={getattr(lim, field)} for one execution is "
+                    f"more than this server's children may get (from ForkServer(limits="
+                    f"{field}={getattr(self.limits, field)}, workers={self.workers})); start "
+                    "a ForkServer with larger limits")
 
     def run_python(self, code: str, stdin: bytes | str | None = None,
                    files: dict[str, str | bytes] | None = None, *,
@@ -354,6 +386,10 @@ class ForkServer:
             collect: workspace files to return in ``ExecResult.files``.
 
         Raises:
+            ValueError: ``limits.network`` differs from the server's executions' (the
+                server's network namespace, fixed at its start, or ``private_network``),
+                or ``max_pids`` or ``max_file_mib`` exceed what the server's own
+                limits leave its children.
             SandboxError: the server failed or did not answer in time (see the class).
         """
         return self._run({"code": code}, [self.python, "-c", code], stdin, files, limits,
@@ -380,6 +416,8 @@ class ForkServer:
              files: dict[str, str | bytes] | None, limits: Limits | str | None,
              collect: list[str] | None) -> ExecResult:
         lim = self.limits if limits is None else resolve_limits(limits, self.limits)
+        if limits is not None:
+            self._check_call_limits(lim)
         req: dict = {**what, "timeout_s": lim.timeout_s, "grace_s": lim.kill_grace_s,
                      "max_output_bytes": lim.max_output_bytes,
                      "tmp_bytes": int(lim.max_file_mib * 1024 * 1024)}

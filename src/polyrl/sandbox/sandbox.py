@@ -18,6 +18,7 @@ from polyrl.sandbox.pool import FairGate, admission
 from polyrl.sandbox.result import to_exec_result
 from polyrl.sandbox.runner import run_process
 from polyrl.sandbox.transcript import Transcript
+from polyrl.sandbox.warm import fits as warm_fits
 from polyrl.sandbox.warm import warm_pool
 from polyrl.sandbox.workspace import Workspace, _safe_rel
 from polyrl.types import ExecResult
@@ -120,7 +121,7 @@ class Sandbox:
     def _run(self, argv: list[str] | str, *, files: dict[str, str | bytes] | None, lim: Limits,
              stdin: bytes | str | None, collect: list[str] | None, cwd: str,
              env: dict[str, str] | None) -> ExecResult:
-        if self.warm and not lim.network:
+        if self.warm and not lim.network and warm_fits(lim):
             res = self._run_warm(argv, files=files, lim=lim, stdin=stdin, collect=collect,
                                  cwd=cwd, env=env)
             if res is not None:

@@ -43,6 +43,13 @@ from polyrl.sandbox.runner import RawRun
 from polyrl.sandbox.workspace import Workspace
 
 _SERVER_PIDS = 4096  # the server's own RLIMIT_NPROC; each execution has its own, exact one
+_SERVER_MEMORY_MIB = 1 << 20  # the server's own RLIMIT_AS (1 TiB)
+
+
+def fits(lim: Limits) -> bool:
+    """Whether an execution with ``lim`` can run in a warm sandbox: its rlimits must not
+    exceed the server's own hard limits (a child cannot raise them). Others run cold."""
+    return lim.max_pids <= _SERVER_PIDS and lim.memory_mib <= _SERVER_MEMORY_MIB
 
 
 class WarmSandbox:
@@ -73,7 +80,7 @@ class WarmSandbox:
             if slot is not None:
                 slot.release()
             raise
-        server_lim = Limits(timeout_s=1e9, cpu_s=1e9, memory_mib=1 << 20,
+        server_lim = Limits(timeout_s=1e9, cpu_s=1e9, memory_mib=_SERVER_MEMORY_MIB,
                             max_pids=_SERVER_PIDS, max_file_mib=tmp_mib)
         self.spoiled: str | None = None
         cfg = {"mode": "exec", "workers": 1, "preload": [], "programs": {}}
