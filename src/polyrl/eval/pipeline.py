@@ -337,7 +337,9 @@ class _Job:
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         report(self.run_dir)
         self.hooks.log(f"improved domains: {len(summary['improved_domains'])} of {len(doms)} "
-                       f"({', '.join(summary['improved_domains']) or 'none'})")
+                       f"({', '.join(summary['improved_domains']) or 'none'}; improved = the "
+                       "paired-bootstrap 95% interval of post - baseline on the same tasks "
+                       "lies above 0)")
         if summary["regressed_domains"]:
             self.hooks.log(f"worse after RL (interval below 0): "
                            f"{', '.join(summary['regressed_domains'])}")
