@@ -15,7 +15,10 @@ fork-server's preloads imported, the least of 3 samples each (``ceiling_ratio`` 
 that cost, over bare's rate), and the tighter
 ``bound_ratio``: a round cannot end before its longest check, so the rounds take at
 least the sum of max(longest check, checks' sum / CPUs). (HumanEval/75 alone costs
-~135 ms here: longer than all 164 checks may take at 10 x bare's ~130/s.) With
+~135 ms here: longer than all 164 checks may take at 10 x bare's ~130/s.) And the fork
+floor (``fork_floor_ratio``): the same rounds run by one warm interpreter per CPU that
+forks a bare child per check and waits for it (no isolation, pipes, limits or host):
+what forking alone allows. With
 ``--json`` the last stdout line is one JSON object (keys: bare_per_s, bwrap_per_s,
 forkserver_per_s, ratio_bwrap, ratio_forkserver, p50_ms, p99_ms, all_verdicts_correct, ...).
 
@@ -114,6 +117,51 @@ def _in_process_s(programs: list[str]) -> list[float]:
     return [float(t) for t in json.loads(out.stdout.strip().splitlines()[-1])]
 
 
+_FORK_FLOOR = r"""
+import gc, importlib, json, os, sys, time
+programs, preload, cpus = json.load(sys.stdin)
+for name in preload:
+    importlib.import_module(name)
+gc.collect(); gc.freeze()
+r, w = os.pipe()
+t0 = time.perf_counter()
+forkers = []
+for _ in range(cpus):  # one warm interpreter per CPU, each forking a child per check
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        while len(b := os.read(r, 4)) == 4:
+            if os.fork() == 0:
+                try:
+                    exec(compile(programs[int.from_bytes(b, "little")], "<check>", "exec"),
+                         {"__name__": "__main__"})
+                except BaseException:
+                    pass
+                finally:
+                    os._exit(0)
+            os.wait()
+        os._exit(0)
+    forkers.append(pid)
+for i in range(len(programs)):  # next check to whichever forker is free
+    os.write(w, i.to_bytes(4, "little"))
+os.close(w)
+for pid in forkers:
+    os.waitpid(pid, 0)
+print(time.perf_counter() - t0)
+"""
+
+
+def _fork_floor_s(programs: list[str], cpus: int) -> float:
+    """Wall seconds for ``cpus`` warm interpreters (the fork-server's preloads imported)
+    to run ``programs``, each in a child forked for it and waited for, with no
+    isolation, no pipes, no limits and no host: the floor of any design that forks a
+    child per execution."""
+    out = subprocess.run([sys.executable, "-c", _FORK_FLOOR],
+                         input=json.dumps([programs, list(DEFAULT_PRELOAD), cpus]),
+                         capture_output=True, text=True, timeout=600, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def _round_bound_s(times: list[float], cpus: int) -> float:
     """The shortest wall time in which ``cpus`` CPUs can run checks of these costs
     (seconds each) with zero cost for processes, isolation and transport: neither less
@@ -163,7 +211,7 @@ def main() -> None:
         # all three alike
         step = -(-len(programs) // args.rounds)
         in_flight = args.in_flight or 2 * workers  # the same for every mode
-        in_process_s = bound_s = 0.0
+        in_process_s = bound_s = fork_floor_s = 0.0
         longest = (0.0, -1)
         for i in range(0, len(programs), step):
             for mode in modes:
@@ -171,6 +219,7 @@ def main() -> None:
             times = _in_process_s(programs[i:i + step])
             in_process_s += sum(times)
             bound_s += _round_bound_s(times, cpus)
+            fork_floor_s += _fork_floor_s(programs[i:i + step], cpus)
             longest = max(longest, (max(times), i + times.index(max(times))))
         rows = [m.row() for m in modes]
         bwrap_warm = sb.warm and warm_pool(sb.python, LIM.max_file_mib).unavailable is None
@@ -203,6 +252,10 @@ def main() -> None:
           f"the longest ({longest_id}, {longest[0] * 1000:.0f} ms) runs on one CPU, so "
           f"these rounds take at least {bound_s * 1000:.0f} ms: at most {bound_per_s:.0f}/s "
           f"= {bound_per_s / by['bare']['per_s']:.1f} x bare")
+    fork_floor_per_s = len(programs) / fork_floor_s
+    print(f"fork floor: a bare fork per check from {cpus} warm interpreters (no isolation, "
+          f"no pipes, no host): {fork_floor_per_s:.0f}/s = "
+          f"{fork_floor_per_s / by['bare']['per_s']:.1f} x bare")
     out = {
         "executions_per_mode": len(programs),
         "workers": workers,
@@ -224,6 +277,8 @@ def main() -> None:
         "longest_check_ms": round(longest[0] * 1000, 2),
         "bound_per_s": round(bound_per_s, 1),
         "bound_ratio": round(bound_per_s / by["bare"]["per_s"], 3),
+        "fork_floor_per_s": round(fork_floor_per_s, 1),
+        "fork_floor_ratio": round(fork_floor_per_s / by["bare"]["per_s"], 3),
         "all_verdicts_correct": all(r["correct"] == r["executions"] for r in rows),
     }
     if args.json:
