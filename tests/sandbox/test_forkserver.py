@@ -246,15 +246,9 @@ def test_forkserver_programs_are_compiled_once_and_run_like_code():
 
 
 def test_seccomp_filter_in_fork_server_children(fs):
-    import platform
+    from .test_bwrap import seccomp_probe
 
-    import pytest
-
-    from .test_bwrap import SECCOMP_PROBE
-
-    if platform.machine() != "x86_64":  # pragma: no cover - the filter is x86_64 only
-        pytest.skip("seccomp filter is x86_64 only")
-    res = fs.run_python(SECCOMP_PROBE)
+    res = fs.run_python(seccomp_probe())
     assert res.stdout == "[]\n7 b'ok\\n'\n['2']\n", res.stdout + res.stderr
 
 

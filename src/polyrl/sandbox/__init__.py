@@ -26,7 +26,8 @@ Limitations (real hazards, read before trusting a verdict):
   but ``process``) is a deny-list of interfaces a program has no use for (keyrings,
   bpf, perf, userfaultfd, io_uring, mounts, new namespaces, modules, kexec, clocks),
   not an allow-list: the rest of the kernel is reachable, and a kernel bug there can
-  break out. It exists for x86_64 only; on other architectures nothing is filtered.
+  break out. It exists for x86_64 and aarch64; on other architectures nothing is
+  filtered.
 - Limits are rlimits, not cgroups (containers rarely give writable cgroups):
   ``memory_mib`` caps the address space of *each process* (a tree of processes may
   use up to ``max_pids`` x ``memory_mib`` resident); ``cpu_s`` is per process too (the

@@ -56,10 +56,11 @@ def host_facts() -> dict[str, str]:
 
 
 def _seccomp_fact() -> str:
-    from polyrl.sandbox.seccomp import DENIED, deny_filter
+    from polyrl.sandbox.seccomp import ARCHITECTURES, DENIED, deny_filter
 
     if deny_filter() is None:
-        return f"none ({os.uname().machine}: the deny-list is x86_64 only)"
+        return (f"none ({os.uname().machine}: the deny-list exists for "
+                f"{', '.join(ARCHITECTURES)})")
     return f"deny-list of {len(DENIED)} calls + clone with CLONE_NEW* flags"
 
 

@@ -12,9 +12,11 @@ namespaces (``unshare``, ``setns``, ``clone`` with a
 ``CLONE_NEW*`` flag; ``clone3``, whose flags a filter cannot read, answers ENOSYS so that
 libc falls back to ``clone``). Denied calls fail with EPERM; the program keeps running.
 
-x86_64 only (syscall numbers differ per architecture): elsewhere :func:`deny_filter`
-returns None and nothing is filtered (``polyrl sandbox doctor`` says so). On x86_64,
-32-bit (``int 0x80``) and x32 system calls are refused: their numbers differ.
+Tables for x86_64 and aarch64 (system call numbers differ per architecture; both are
+checked against the kernel's headers by the tests where the headers are installed):
+elsewhere :func:`deny_filter` returns None and nothing is filtered (``polyrl sandbox
+doctor`` says so). Other ABIs on the same machine (i386 ``int 0x80`` and x32 on
+x86_64, 32-bit compat on aarch64) are refused: their numbers differ.
 
 The filter format is ``struct sock_filter[]`` (linux/filter.h), as ``bwrap --seccomp``
 and ``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)`` take it (seccomp(2)).
@@ -22,6 +24,7 @@ and ``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)`` take it (seccomp(2)).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import os
@@ -35,56 +38,97 @@ _JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RET_K = 0x06  # BPF_RET | BPF_K
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
-_AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_BIT = 0x40000000
 _NR_OFF, _ARCH_OFF, _ARG0_LO_OFF = 0, 4, 16  # struct seccomp_data (little endian)
 
-# x86_64 (arch/x86/entry/syscalls/syscall_64.tbl)
-_X86_64_DENY = {
-    "acct": 163, "add_key": 248, "adjtimex": 159, "bpf": 321, "chroot": 161,
-    "clock_adjtime": 305, "clock_settime": 227, "delete_module": 176,
-    "fanotify_init": 300, "finit_module": 313, "fsconfig": 431, "fsmount": 432,
-    "fsopen": 430, "fspick": 433, "init_module": 175, "io_uring_enter": 426,
-    "io_uring_register": 427, "io_uring_setup": 425, "kexec_file_load": 320,
-    "kexec_load": 246, "keyctl": 250, "mount": 165, "mount_setattr": 442,
-    "move_mount": 429, "open_by_handle_at": 304, "open_tree": 428, "open_tree_attr": 467,
-    "perf_event_open": 298, "pivot_root": 155, "reboot": 169, "request_key": 249,
-    "setns": 308, "settimeofday": 164, "swapoff": 168, "swapon": 167, "umount2": 166,
-    "unshare": 272, "userfaultfd": 323,
+# since Linux 5.1 (424, pidfd_send_signal) new system calls have one number on every
+# architecture
+_COMMON_DENY = {
+    "fsconfig": 431, "fsmount": 432, "fsopen": 430, "fspick": 433, "io_uring_enter": 426,
+    "io_uring_register": 427, "io_uring_setup": 425, "mount_setattr": 442, "move_mount": 429,
+    "open_tree": 428, "open_tree_attr": 467,
 }
-_X86_64_CLONE, _X86_64_CLONE3, _X86_64_SOCKET, _X86_64_SOCKETPAIR = 56, 435, 41, 53
+
+
+@dataclasses.dataclass(frozen=True)
+class _Arch:
+    """One architecture's numbers: ``audit`` (AUDIT_ARCH_*, include/uapi/linux/audit.h),
+    the denied calls, and the calls whose first argument the filter reads."""
+
+    audit: int
+    deny: dict[str, int]
+    clone: int
+    clone3: int
+    socket: int
+    socketpair: int
+    x32: bool  # a second ABI shares the audit arch, told apart by a bit of the number
+
+
+_ARCHES = {
+    # arch/x86/entry/syscalls/syscall_64.tbl
+    "x86_64": _Arch(
+        audit=0xC000003E, clone=56, clone3=435, socket=41, socketpair=53, x32=True,
+        deny={**_COMMON_DENY,
+              "acct": 163, "add_key": 248, "adjtimex": 159, "bpf": 321, "chroot": 161,
+              "clock_adjtime": 305, "clock_settime": 227, "delete_module": 176,
+              "fanotify_init": 300, "finit_module": 313, "init_module": 175,
+              "kexec_file_load": 320, "kexec_load": 246, "keyctl": 250, "mount": 165,
+              "open_by_handle_at": 304, "perf_event_open": 298, "pivot_root": 155,
+              "reboot": 169, "request_key": 249, "setns": 308, "settimeofday": 164,
+              "swapoff": 168, "swapon": 167, "umount2": 166, "unshare": 272,
+              "userfaultfd": 323}),
+    # include/uapi/asm-generic/unistd.h (arm64 uses the generic table)
+    "aarch64": _Arch(
+        audit=0xC00000B7, clone=220, clone3=435, socket=198, socketpair=199, x32=False,
+        deny={**_COMMON_DENY,
+              "acct": 89, "add_key": 217, "adjtimex": 171, "bpf": 280, "chroot": 51,
+              "clock_adjtime": 266, "clock_settime": 112, "delete_module": 106,
+              "fanotify_init": 262, "finit_module": 273, "init_module": 105,
+              "kexec_file_load": 294, "kexec_load": 104, "keyctl": 219, "mount": 40,
+              "open_by_handle_at": 265, "perf_event_open": 241, "pivot_root": 41,
+              "reboot": 142, "request_key": 218, "setns": 268, "settimeofday": 170,
+              "swapoff": 225, "swapon": 224, "umount2": 39, "unshare": 97,
+              "userfaultfd": 282}),
+}
+_MACHINE_ALIASES = {"AMD64": "x86_64", "arm64": "aarch64"}
 _CLONE_NEW_FLAGS = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
                     | 0x20000000 | 0x40000000 | 0x00000080)  # NEWNS CGROUP UTS IPC USER PID NET TIME
 _AF_VSOCK = 40  # virtio sockets ignore network namespaces: a way to the hypervisor
-DENIED = tuple(sorted(_X86_64_DENY))
+DENIED = tuple(sorted(_ARCHES["x86_64"].deny))
 """Names of the system calls the filter refuses (besides clone with CLONE_NEW* flags
-and AF_VSOCK sockets)."""
+and AF_VSOCK sockets); the same on every architecture with a table."""
+ARCHITECTURES = tuple(_ARCHES)
+"""Machines (``platform.machine()``) with a table; elsewhere nothing is filtered."""
 
 
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-@functools.lru_cache(maxsize=1)
-def deny_filter() -> bytes | None:
-    """The filter as ``struct sock_filter[]`` bytes, or None on an architecture without
-    a table here (only x86_64 has one)."""
-    if platform.machine() not in ("x86_64", "AMD64"):
+@functools.lru_cache(maxsize=4)
+def deny_filter(machine: str | None = None) -> bytes | None:
+    """The filter as ``struct sock_filter[]`` bytes for ``machine`` (default: this one,
+    ``platform.machine()``), or None on an architecture without a table here (see
+    :data:`ARCHITECTURES`)."""
+    machine = machine or platform.machine()
+    arch = _ARCHES.get(_MACHINE_ALIASES.get(machine, machine))
+    if arch is None:
         return None
     eperm, enosys = _RET_ERRNO | errno.EPERM, _RET_ERRNO | errno.ENOSYS
     # (code, k, jump-if-true label, jump-if-false label); labels: "EPERM", "ENOSYS",
     # "ALLOW", "clone", "socket", or None = the next instruction
     prog: list[tuple] = [
         (_LD_W_ABS, _ARCH_OFF, None, None),
-        (_JEQ_K, _AUDIT_ARCH_X86_64, None, "EPERM"),  # i386 (int 0x80) and the rest
+        (_JEQ_K, arch.audit, None, "EPERM"),  # other ABIs (i386, arm32 compat) and the rest
         (_LD_W_ABS, _NR_OFF, None, None),
-        (_JGE_K, _X32_BIT, "EPERM", None),  # the x32 ABI
     ]
-    prog += [(_JEQ_K, nr, "EPERM", None) for nr in sorted(_X86_64_DENY.values())]
-    prog += [(_JEQ_K, _X86_64_CLONE3, "ENOSYS", None),  # flags out of reach: libc falls back
-             (_JEQ_K, _X86_64_CLONE, "clone", None),
-             (_JEQ_K, _X86_64_SOCKET, "socket", None),
-             (_JEQ_K, _X86_64_SOCKETPAIR, "socket", "ALLOW"),
+    if arch.x32:
+        prog.append((_JGE_K, _X32_BIT, "EPERM", None))  # the x32 ABI
+    prog += [(_JEQ_K, nr, "EPERM", None) for nr in sorted(arch.deny.values())]
+    prog += [(_JEQ_K, arch.clone3, "ENOSYS", None),  # flags out of reach: libc falls back
+             (_JEQ_K, arch.clone, "clone", None),
+             (_JEQ_K, arch.socket, "socket", None),
+             (_JEQ_K, arch.socketpair, "socket", "ALLOW"),
              ("clone", _LD_W_ABS, _ARG0_LO_OFF),
              (_JSET_K, _CLONE_NEW_FLAGS, "EPERM", "ALLOW"),
              ("socket", _LD_W_ABS, _ARG0_LO_OFF),
