@@ -234,7 +234,8 @@ class ExecResult:
         stderr_truncated: same for stderr.
         wall_s: wall-clock seconds from start to reaping.
         cpu_s: user + system CPU seconds of the whole process tree.
-        peak_memory_mib: peak resident memory of the process tree, MiB.
+        peak_memory_mib: peak resident memory of the largest process of the tree
+            (``ru_maxrss``), MiB; shared pages count (see ``polyrl.sandbox``).
         limit_hit: None, or the name of the limit that tripped
             (``"timeout_s"``, ``"cpu_s"``, ``"memory_mib"``, ``"max_pids"``,
             ``"max_file_mib"``, ``"max_output_kib"``).

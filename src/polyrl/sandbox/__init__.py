@@ -32,7 +32,9 @@ Limitations (real hazards, read before trusting a verdict):
   ``memory_mib`` caps the address space of *each process* (a tree of processes may
   use up to ``max_pids`` x ``memory_mib`` resident); ``cpu_s`` is per process too (the
   wall limit bounds the tree). ``max_pids`` also counts threads. ``peak_memory_mib`` is
-  the largest single process of the tree (``ru_maxrss``), not the sum.
+  the largest single process of the tree (``ru_maxrss``), not the sum; a fork-server
+  execution's includes the pages it shares with the server's preloaded interpreter
+  (~15 MiB for ``pass``).
 - ``max_pids`` is exact only as root (each execution gets its own uid). As a normal
   user RLIMIT_NPROC counts all the user's processes, so polyrl widens it by the number
   the user already runs: a fork bomb is still stopped, less tightly.
