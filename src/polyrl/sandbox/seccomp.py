@@ -41,12 +41,24 @@ _RET_ERRNO = 0x00050000
 _X32_BIT = 0x40000000
 _NR_OFF, _ARCH_OFF, _ARG0_LO_OFF = 0, 4, 16  # struct seccomp_data (little endian)
 
-# since Linux 5.1 (424, pidfd_send_signal) new system calls have one number on every
-# architecture
-_COMMON_DENY = {
-    "fsconfig": 431, "fsmount": 432, "fsopen": 430, "fspick": 433, "io_uring_enter": 426,
-    "io_uring_register": 427, "io_uring_setup": 425, "mount_setattr": 442, "move_mount": 429,
-    "open_tree": 428, "open_tree_attr": 467,
+# (x86_64: arch/x86/entry/syscalls/syscall_64.tbl, aarch64: include/uapi/asm-generic/
+# unistd.h, which arm64 uses); since Linux 5.1 (424, pidfd_send_signal) new system calls
+# have one number on every architecture
+_DENY_NUMBERS = {  # name: (x86_64, aarch64)
+    "acct": (163, 89), "add_key": (248, 217), "adjtimex": (159, 171), "bpf": (321, 280),
+    "chroot": (161, 51), "clock_adjtime": (305, 266), "clock_settime": (227, 112),
+    "delete_module": (176, 106), "fanotify_init": (300, 262), "finit_module": (313, 273),
+    "init_module": (175, 105), "kexec_file_load": (320, 294), "kexec_load": (246, 104),
+    "keyctl": (250, 219), "mount": (165, 40), "open_by_handle_at": (304, 265),
+    "perf_event_open": (298, 241), "pivot_root": (155, 41), "reboot": (169, 142),
+    "request_key": (249, 218), "setns": (308, 268), "settimeofday": (164, 170),
+    "swapoff": (168, 225), "swapon": (167, 224), "umount2": (166, 39), "unshare": (272, 97),
+    "userfaultfd": (323, 282),
+    **{name: (nr, nr) for name, nr in (
+        ("fsconfig", 431), ("fsmount", 432), ("fsopen", 430), ("fspick", 433),
+        ("io_uring_enter", 426), ("io_uring_register", 427), ("io_uring_setup", 425),
+        ("mount_setattr", 442), ("move_mount", 429), ("open_tree", 428),
+        ("open_tree_attr", 467))},
 }
 
 
@@ -65,30 +77,10 @@ class _Arch:
 
 
 _ARCHES = {
-    # arch/x86/entry/syscalls/syscall_64.tbl
-    "x86_64": _Arch(
-        audit=0xC000003E, clone=56, clone3=435, socket=41, socketpair=53, x32=True,
-        deny={**_COMMON_DENY,
-              "acct": 163, "add_key": 248, "adjtimex": 159, "bpf": 321, "chroot": 161,
-              "clock_adjtime": 305, "clock_settime": 227, "delete_module": 176,
-              "fanotify_init": 300, "finit_module": 313, "init_module": 175,
-              "kexec_file_load": 320, "kexec_load": 246, "keyctl": 250, "mount": 165,
-              "open_by_handle_at": 304, "perf_event_open": 298, "pivot_root": 155,
-              "reboot": 169, "request_key": 249, "setns": 308, "settimeofday": 164,
-              "swapoff": 168, "swapon": 167, "umount2": 166, "unshare": 272,
-              "userfaultfd": 323}),
-    # include/uapi/asm-generic/unistd.h (arm64 uses the generic table)
-    "aarch64": _Arch(
-        audit=0xC00000B7, clone=220, clone3=435, socket=198, socketpair=199, x32=False,
-        deny={**_COMMON_DENY,
-              "acct": 89, "add_key": 217, "adjtimex": 171, "bpf": 280, "chroot": 51,
-              "clock_adjtime": 266, "clock_settime": 112, "delete_module": 106,
-              "fanotify_init": 262, "finit_module": 273, "init_module": 105,
-              "kexec_file_load": 294, "kexec_load": 104, "keyctl": 219, "mount": 40,
-              "open_by_handle_at": 265, "perf_event_open": 241, "pivot_root": 41,
-              "reboot": 142, "request_key": 218, "setns": 268, "settimeofday": 170,
-              "swapoff": 225, "swapon": 224, "umount2": 39, "unshare": 97,
-              "userfaultfd": 282}),
+    "x86_64": _Arch(audit=0xC000003E, clone=56, clone3=435, socket=41, socketpair=53,
+                    x32=True, deny={n: nrs[0] for n, nrs in _DENY_NUMBERS.items()}),
+    "aarch64": _Arch(audit=0xC00000B7, clone=220, clone3=435, socket=198, socketpair=199,
+                     x32=False, deny={n: nrs[1] for n, nrs in _DENY_NUMBERS.items()}),
 }
 _MACHINE_ALIASES = {"AMD64": "x86_64", "arm64": "aarch64"}
 _CLONE_NEW_FLAGS = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
