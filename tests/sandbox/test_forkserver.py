@@ -406,18 +406,31 @@ def test_network_settings_that_cannot_hold_are_refused():
 
 
 def test_limits_a_child_cannot_get_are_errors_not_verdicts():
-    """A child cannot raise its rlimits above the server's own hard limits: a call asking
-    for more is a ValueError on the host (max_pids, max_file_mib) or, where only the
-    child finds out (memory beyond the server's 1 TiB), a SandboxError; it never runs
-    with other limits, nor dies as a silent failing verdict."""
+    """A child cannot raise its rlimits above the server's own hard limits, and its
+    processes share the server's count: a call asking for more is a ValueError on the
+    host, and whatever only the child finds out is a SandboxError; it never runs with
+    other limits, nor dies as a silent failing verdict (exit 121)."""
+    import resource
+
     with ForkServer(preload=[], limits="strict", workers=1) as fs:
-        cap = fs._server_limits()  # 1 worker: (16 + 2) + 16 pids, 16 + 64 MiB files
+        cap = fs._server_limits()  # 1 worker: 16 + 64 MiB files
         with pytest.raises(ValueError, match="limits.max_pids=64 for one execution"):
             fs.run_python("pass", limits=Limits(max_pids=64))
-        with pytest.raises(ValueError, match="limits.max_file_mib"):
-            fs.run_python("pass", limits=Limits(max_pids=16, max_file_mib=cap.max_file_mib + 1))
-        with pytest.raises(SandboxError, match="cannot isolate the execution: limits"):
-            fs.run_python("pass", limits=Limits(max_pids=16, memory_mib=2 << 20))
-        fitting = Limits(max_pids=cap.max_pids, max_file_mib=cap.max_file_mib)
+        ok = Limits(max_pids=16)
+        with pytest.raises(ValueError, match="limits.max_file_mib for one execution"):
+            fs.run_python("pass", limits=ok.replace(max_file_mib=cap.max_file_mib + 1))
+        for huge in ({"memory_mib": 2 << 20}, {"memory_mib": 10**15}, {"cpu_s": 1e20}):
+            with pytest.raises(ValueError, match=f"limits.{next(iter(huge))} for one"):
+                fs.run_python("pass", limits=ok.replace(**huge))
+        fitting = ok.replace(max_file_mib=cap.max_file_mib)
         code = "import resource; print(resource.getrlimit(resource.RLIMIT_NPROC)[0])"
-        assert fs.run_python(code, limits=fitting).stdout == f"{cap.max_pids}\n"
+        assert fs.run_python(code, limits=fitting).stdout == "16\n"
+        # past the host's checks (a request made by hand): the child's own report
+        server = fs._get_server()
+        for res, value in ((resource.RLIMIT_NOFILE, 1 << 40), (resource.RLIMIT_CPU, 1 << 70)):
+            req = {"id": 10**6 + res, "code": "print(1)", "timeout_s": 5.0, "grace_s": 0.2,
+                   "max_output_bytes": 1024, "tmp_bytes": 1 << 20,
+                   "rlimits": [[res, value, value]]}
+            with pytest.raises(SandboxError, match="cannot isolate the execution: limits"):
+                server.call(req, ok)
+        assert fs.run_python("print(2)").stdout == "2\n"

@@ -38,3 +38,18 @@ def test_rlimits_units():
     assert rl[resource.RLIMIT_NPROC] == (9, 9)
     assert rl[resource.RLIMIT_FSIZE] == (3 << 20, 3 << 20)
     assert lim.max_output_bytes == 256 * 1024
+
+
+def test_rlimits_beyond_what_the_kernel_holds_mean_no_limit_and_caps_compare():
+    """A value past a signed 64-bit rlimit is no limit (setrlimit would overflow), and
+    ``rlimits_beyond`` names the fields a child of a capped process cannot get."""
+    from polyrl.sandbox.limits import rlimits_beyond
+
+    huge = Limits(memory_mib=10**15, cpu_s=1e20).rlimits()
+    rl = {res: hard for res, _, hard in huge}
+    assert rl[resource.RLIMIT_AS] == rl[resource.RLIMIT_CPU] == resource.RLIM_INFINITY
+    cap = Limits(cpu_s=1e9, memory_mib=1 << 20, max_pids=64).rlimits()
+    assert rlimits_beyond(huge, cap) == ["cpu_s", "memory_mib"]
+    assert rlimits_beyond(Limits(max_pids=65).rlimits(), cap) == ["max_pids"]
+    assert rlimits_beyond(Limits().rlimits(), cap) == []
+    assert rlimits_beyond(cap, huge) == []

@@ -4,6 +4,7 @@ the program cannot touch the server, failures are typed and recovered from."""
 from __future__ import annotations
 
 import os
+import resource
 import threading
 import time
 import uuid
@@ -149,6 +150,9 @@ def test_limits_above_the_warm_servers_own_run_cold(warm: Sandbox):
     code = "import os, resource; print(os.getpid(), resource.getrlimit(resource.RLIMIT_NPROC)[0])"
     big = Limits(timeout_s=10, cpu_s=10, max_pids=5000)
     assert warm.run_python(code, limits=big).stdout == "1 5000\n"  # pid 1: cold
+    cpu = "import os, resource; print(os.getpid(), resource.getrlimit(resource.RLIMIT_CPU)[0])"
+    huge = Limits(timeout_s=10, cpu_s=1e20)  # beyond what an rlimit holds: no limit
+    assert warm.run_python(cpu, limits=huge).stdout == f"1 {resource.RLIM_INFINITY}\n"
     assert warm.run_python(code).stdout.split()[1] == "64"
     assert warm.run_python(code).stdout.split()[0] != "1"  # warm again
 

@@ -74,7 +74,9 @@ Limitations (real hazards, read before trusting a verdict):
   and network namespaces. With the default ``namespaces`` isolation each child has its
   own user, mount and IPC namespace (exact ``max_pids``; private ``/workspace``,
   ``/tmp`` and ``/dev/shm``: the others' files, unix socket paths and shared memory are
-  out of sight) and, with Landlock ABI >= 6, cannot signal the others or reach their
+  out of sight, though ``/workspace``'s space is the server's ``/tmp``, shared:
+  ``workers`` x ``max_file_mib`` + 64 MiB, which one execution may fill) and, with
+  Landlock ABI >= 6, cannot signal the others or reach their
   abstract sockets; but TCP/UDP ports on loopback are shared (one execution can connect
   to another's listening port, or take a port first: a verdict may then depend on what
   runs beside it, or before it: TIME_WAIT) unless ``ForkServer(private_network=True)``

@@ -47,7 +47,7 @@ def _set_rlimits(rlimits, setup_w):
     try:
         for res, soft, hard in rlimits:
             resource.setrlimit(res, (soft, hard))
-    except (OSError, ValueError) as e:
+    except Exception as e:  # OSError, ValueError (above the hard limit), OverflowError
         _isolation_failed(setup_w, f"limits: {e}")
 
 

@@ -18,7 +18,8 @@ _syscall = _libc.syscall
 
 # Landlock (include/uapi/linux/landlock.h; x86_64 and aarch64 share these numbers)
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446
-_SYS_CAPSET = 126 if os.uname().machine == "x86_64" else 91
+# capset's number (the Landlock calls have one number everywhere); None: unknown here
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91, "riscv64": 91}.get(os.uname().machine)
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1, 2, 4, 8
 _FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1,
                      4: (1 << 15) - 1, 5: (1 << 16) - 1}
@@ -142,6 +143,8 @@ _CAP_DATA = ctypes.create_string_buffer(24)  # all zero: no capability at all
 
 def _drop_caps():
     """Clear the effective/permitted/inheritable (hence ambient) capability sets."""
+    if _SYS_CAPSET is None:  # fail closed: never run with capabilities left
+        raise OSError(0, f"capset: no system call number for {os.uname().machine}")
     if _syscall(_SYS_CAPSET, _CAP_HEADER, _CAP_DATA) != 0:
         raise OSError(ctypes.get_errno(), "capset")
 

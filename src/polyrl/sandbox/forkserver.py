@@ -35,7 +35,7 @@ from polyrl.errors import SandboxError
 from polyrl.sandbox import bwrap as bwrap_backend
 from polyrl.sandbox import seccomp as seccomp_filter
 from polyrl.sandbox.hostview import SlotLock
-from polyrl.sandbox.limits import Limits, resolve_limits
+from polyrl.sandbox.limits import Limits, resolve_limits, rlimits_beyond
 from polyrl.sandbox.pool import FairGate, available_cpus
 from polyrl.sandbox.result import to_exec_result
 from polyrl.sandbox.runner import RawRun
@@ -296,6 +296,7 @@ class ForkServer:
         self.isolation_pref = isolation
         self.programs = dict(programs or {})
         self.private_network = private_network
+        self._server_rlimits = self._server_limits().rlimits()
         self.transcript = Transcript(transcript_path) if transcript_path else None
         self._slots = FairGate(2 * self.workers)  # first come, first served
         self._start_lock = threading.Lock()
@@ -351,7 +352,8 @@ class ForkServer:
     def _server_limits(self) -> Limits:
         """The limits of the server's own sandbox: its hard rlimits cap every child's."""
         lim = self.limits
-        return lim.replace(timeout_s=1e9, cpu_s=1e9, memory_mib=1 << 20,
+        return lim.replace(timeout_s=1e9, cpu_s=max(1e9, lim.cpu_s),
+                           memory_mib=max(1 << 20, lim.memory_mib + 4096),
                            max_pids=self.workers * (lim.max_pids + 2) + 16,
                            max_file_mib=self.workers * lim.max_file_mib + 64)
 
@@ -365,14 +367,22 @@ class ForkServer:
                 f"executions {'have' if not lim.network else 'have no'} network (fixed when "
                 "the server starts: ForkServer(limits=..., private_network=...)); use "
                 "Sandbox.run for a different network")
-        cap = self._server_limits()
-        for field in ("max_pids", "max_file_mib"):  # memory: the server's cap is 1 TiB
-            if getattr(lim, field) > getattr(cap, field):
-                raise ValueError(
-                    f"ForkServer: limits.{field}={getattr(lim, field)} for one execution is "
-                    f"more than this server's children may get (from ForkServer(limits="
-                    f"{field}={getattr(self.limits, field)}, workers={self.workers})); start "
-                    "a ForkServer with larger limits")
+        if lim.max_pids > self.limits.max_pids:  # the server's count is shared: its share
+            raise ValueError(
+                f"ForkServer: limits.max_pids={lim.max_pids} for one execution is more than "
+                f"each of its {self.workers} concurrent executions is sure to get "
+                f"(ForkServer(limits=...).max_pids={self.limits.max_pids}); start a "
+                "ForkServer with larger limits")
+
+    def _check_rlimits(self, rlimits: list[tuple[int, int, int]]) -> None:
+        """ValueError when a child cannot get ``rlimits`` (above the server's own hard
+        limits, which a child cannot raise)."""
+        beyond = rlimits_beyond(rlimits, self._server_rlimits)
+        if beyond:
+            raise ValueError(
+                f"ForkServer: limits.{', limits.'.join(beyond)} for one execution exceed(s) "
+                "what this server's children may get (its own limits follow "
+                "ForkServer(limits=..., workers=...)); start a ForkServer with larger limits")
 
     def run_python(self, code: str, stdin: bytes | str | None = None,
                    files: dict[str, str | bytes] | None = None, *,
@@ -388,8 +398,9 @@ class ForkServer:
         Raises:
             ValueError: ``limits.network`` differs from the server's executions' (the
                 server's network namespace, fixed at its start, or ``private_network``),
-                or ``max_pids`` or ``max_file_mib`` exceed what the server's own
-                limits leave its children.
+                or ``max_pids`` exceeds the server's (each concurrent execution's
+                share), or another rlimit exceeds what the server's own hard limits
+                leave its children.
             SandboxError: the server failed or did not answer in time (see the class).
         """
         return self._run({"code": code}, [self.python, "-c", code], stdin, files, limits,
@@ -441,9 +452,11 @@ class ForkServer:
             key = (lim, server.vm_mib)
             rl = self._rlimits.get(key)
             if rl is None:
+                rl = _child_rlimits(lim, server.vm_mib, self.workers)
+                self._check_rlimits(rl)
                 if len(self._rlimits) > 64:
                     self._rlimits.clear()
-                rl = self._rlimits[key] = _child_rlimits(lim, server.vm_mib, self.workers)
+                self._rlimits[key] = rl
             req["rlimits"] = rl
             req["id"] = next(self._ids)
             raw, msg = server.call(req, lim)

@@ -80,17 +80,49 @@ class Limits:
         """
         import resource
 
-        cpu = max(1, math.ceil(self.cpu_s))
-        mem = int((self.memory_mib + extra_memory_mib) * 1024 * 1024)
-        fsize = int(self.max_file_mib * 1024 * 1024)
+        cpu = _rlim(max(1, math.ceil(self.cpu_s)))
+        mem = _rlim(int((self.memory_mib + extra_memory_mib) * 1024 * 1024))
+        fsize = _rlim(int(self.max_file_mib * 1024 * 1024))
+        pids = _rlim(self.max_pids)
         return [
             (resource.RLIMIT_CPU, cpu, cpu),  # soft == hard: SIGKILL at the limit
             (resource.RLIMIT_AS, mem, mem),
-            (resource.RLIMIT_NPROC, self.max_pids, self.max_pids),
+            (resource.RLIMIT_NPROC, pids, pids),
             (resource.RLIMIT_FSIZE, fsize, fsize),
             (resource.RLIMIT_CORE, 0, 0),
             (resource.RLIMIT_NOFILE, 1024, 1024),
         ]
+
+
+_RLIM_MAX = (1 << 63) - 1  # setrlimit takes a signed 64-bit value
+
+
+def _rlim(value: int) -> int:
+    """``value`` as an rlimit: beyond what the kernel can hold it means no limit."""
+    import resource
+
+    return resource.RLIM_INFINITY if value >= _RLIM_MAX else value
+
+
+_FIELDS = {"RLIMIT_CPU": "cpu_s", "RLIMIT_AS": "memory_mib", "RLIMIT_NPROC": "max_pids",
+           "RLIMIT_FSIZE": "max_file_mib"}
+
+
+def rlimits_beyond(wanted: list[tuple[int, int, int]],
+                   hard: list[tuple[int, int, int]]) -> list[str]:
+    """Names of the ``Limits`` fields whose rlimit in ``wanted`` exceeds the hard limit
+    of the same resource in ``hard`` (a process cannot raise its hard limits, so a child
+    of a process limited by ``hard`` cannot get ``wanted``). Both are ``rlimits()``
+    triples; ``RLIM_INFINITY`` is the largest value."""
+    import resource
+
+    def value(v: int) -> float:
+        return math.inf if v == resource.RLIM_INFINITY else v
+
+    names = {getattr(resource, n): f for n, f in _FIELDS.items()}
+    caps = {res: value(h) for res, _, h in hard}
+    return [names.get(res, str(res)) for res, _, h in wanted
+            if value(h) > caps.get(res, math.inf)]
 
 
 PRESETS: dict[str, Limits] = {

@@ -38,7 +38,7 @@ from polyrl.errors import SandboxError
 from polyrl.sandbox import hostview
 from polyrl.sandbox.forkserver import _Server
 from polyrl.sandbox.hostview import SlotLock
-from polyrl.sandbox.limits import Limits
+from polyrl.sandbox.limits import Limits, rlimits_beyond
 from polyrl.sandbox.runner import RawRun
 from polyrl.sandbox.workspace import Workspace
 
@@ -46,10 +46,18 @@ _SERVER_PIDS = 4096  # the server's own RLIMIT_NPROC; each execution has its own
 _SERVER_MEMORY_MIB = 1 << 20  # the server's own RLIMIT_AS (1 TiB)
 
 
+def _server_limits(tmp_mib: int) -> Limits:
+    """The limits of a warm sandbox's server (its hard rlimits cap every execution's)."""
+    return Limits(timeout_s=1e9, cpu_s=1e9, memory_mib=_SERVER_MEMORY_MIB,
+                  max_pids=_SERVER_PIDS, max_file_mib=tmp_mib)
+
+
 def fits(lim: Limits) -> bool:
     """Whether an execution with ``lim`` can run in a warm sandbox: its rlimits must not
-    exceed the server's own hard limits (a child cannot raise them). Others run cold."""
-    return lim.max_pids <= _SERVER_PIDS and lim.memory_mib <= _SERVER_MEMORY_MIB
+    exceed the server's own hard limits (a child cannot raise them), and its processes
+    share the server's count (a few kept for the server). Others run cold."""
+    return (lim.max_pids <= _SERVER_PIDS - 8 and not rlimits_beyond(
+        lim.rlimits(), _server_limits(lim.max_file_mib).rlimits()))
 
 
 class WarmSandbox:
@@ -80,8 +88,7 @@ class WarmSandbox:
             if slot is not None:
                 slot.release()
             raise
-        server_lim = Limits(timeout_s=1e9, cpu_s=1e9, memory_mib=_SERVER_MEMORY_MIB,
-                            max_pids=_SERVER_PIDS, max_file_mib=tmp_mib)
+        server_lim = _server_limits(tmp_mib)
         self.spoiled: str | None = None
         cfg = {"mode": "exec", "workers": 1, "preload": [], "programs": {}}
         try:
