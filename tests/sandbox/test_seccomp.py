@@ -97,3 +97,29 @@ def test_the_program_answers_as_designed(machine: str):
 def test_no_filter_where_there_is_no_table():
     assert seccomp.deny_filter("riscv64") is None
     assert seccomp.deny_filter("AMD64") == seccomp.deny_filter("x86_64")
+
+
+def _defines(path: str) -> dict[str, str]:
+    if not Path(path).is_file():
+        pytest.skip(f"no kernel header {path} here")
+    return {m[1]: m[2].split("/*")[0].strip() for m in re.finditer(
+        r"^#define\s+(\w+)\s+(.+)$", Path(path).read_text(), re.M)}
+
+
+def test_audit_arches_clone_flags_and_vsock_agree_with_the_kernel_headers():
+    """The constants the program compares with, besides system call numbers: a wrong
+    AUDIT_ARCH would refuse every call on that machine."""
+    import socket
+
+    em, audit = _defines("/usr/include/linux/elf-em.h"), _defines("/usr/include/linux/audit.h")
+    bits = int(audit["__AUDIT_ARCH_64BIT"], 0) | int(audit["__AUDIT_ARCH_LE"], 0)
+    for machine, em_name in (("x86_64", "EM_X86_64"), ("aarch64", "EM_AARCH64")):
+        assert f"({em_name}|__AUDIT_ARCH_64BIT|__AUDIT_ARCH_LE)" == audit[
+            f"AUDIT_ARCH_{machine.upper()}"]
+        assert seccomp._ARCHES[machine].audit == int(em[em_name], 0) | bits
+    sched = _defines("/usr/include/linux/sched.h")
+    new_flags = 0
+    for name in ("NS", "CGROUP", "UTS", "IPC", "USER", "PID", "NET", "TIME"):
+        new_flags |= int(sched[f"CLONE_NEW{name}"], 0)
+    assert seccomp._CLONE_NEW_FLAGS == new_flags
+    assert seccomp._AF_VSOCK == socket.AF_VSOCK
