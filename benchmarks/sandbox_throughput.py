@@ -188,7 +188,8 @@ def main() -> None:
     args = ap.parse_args()
     cpus = available_cpus()
     workers = args.workers or cpus
-    programs = [check_program(p) for p in load_problems()] * args.repeat
+    problems = load_problems()
+    programs = [check_program(p) for p in problems] * args.repeat
 
     sb = Sandbox(backend="bwrap", limits=LIM, max_concurrency=workers, warm=not args.cold)
     t0 = time.perf_counter()
@@ -245,7 +246,7 @@ def main() -> None:
           f"forkserver/bare = {ratio_c:.2f} (target >= 10)")
     # ... and no faster than the longest check of each round (one check, one CPU)
     bound_per_s = len(programs) / bound_s
-    longest_id = load_problems()[longest[1] % len(load_problems())]["task_id"]
+    longest_id = problems[longest[1] % len(problems)]["task_id"]
     print(f"ceiling: the checks alone, in one warm interpreter, cost "
           f"{in_process_s / len(programs) * 1000:.2f} ms each: {cpus} CPUs could run at "
           f"most {ceiling_per_s:.0f}/s = {ceiling_per_s / by['bare']['per_s']:.1f} x bare; "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import resource
 from dataclasses import dataclass
 
 from polyrl.errors import ConfigError
@@ -78,8 +79,6 @@ class Limits:
             extra_memory_mib: added to ``memory_mib`` (the fork-server's inherited
                 interpreter is not the program's fault).
         """
-        import resource
-
         cpu = _rlim(max(1, math.ceil(self.cpu_s)))
         mem = _rlim(int((self.memory_mib + extra_memory_mib) * 1024 * 1024))
         fsize = _rlim(int(self.max_file_mib * 1024 * 1024))
@@ -99,8 +98,6 @@ _RLIM_MAX = (1 << 63) - 1  # setrlimit takes a signed 64-bit value
 
 def _rlim(value: int) -> int:
     """``value`` as an rlimit: beyond what the kernel can hold it means no limit."""
-    import resource
-
     return resource.RLIM_INFINITY if value >= _RLIM_MAX else value
 
 
@@ -114,8 +111,6 @@ def rlimits_beyond(wanted: list[tuple[int, int, int]],
     of the same resource in ``hard`` (a process cannot raise its hard limits, so a child
     of a process limited by ``hard`` cannot get ``wanted``). Both are ``rlimits()``
     triples; ``RLIM_INFINITY`` is the largest value."""
-    import resource
-
     def value(v: int) -> float:
         return math.inf if v == resource.RLIM_INFINITY else v
 

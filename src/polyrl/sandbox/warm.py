@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import itertools
 import os
 import threading
@@ -52,10 +53,12 @@ def _server_limits(tmp_mib: int) -> Limits:
                   max_pids=_SERVER_PIDS, max_file_mib=tmp_mib)
 
 
+@functools.lru_cache(maxsize=64)
 def fits(lim: Limits) -> bool:
     """Whether an execution with ``lim`` can run in a warm sandbox: its rlimits must not
     exceed the server's own hard limits (a child cannot raise them), and its processes
-    share the server's count (a few kept for the server). Others run cold."""
+    share the server's count (a few kept for the server). Others run cold. Cached: it
+    is asked before every execution, with the same few limits."""
     return (lim.max_pids <= _SERVER_PIDS - 8 and not rlimits_beyond(
         lim.rlimits(), _server_limits(lim.max_file_mib).rlimits()))
 
