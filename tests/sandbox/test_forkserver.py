@@ -335,6 +335,89 @@ print(repr((seen, paths, reached, signalled)))
         assert signalled == [], probe.stdout
 
 
+def test_an_execution_filling_its_workspace_leaves_others_their_space():
+    """Default isolation: each execution's /workspace is a tmpfs of its own (``max_file_mib``
+    plus its input files), so one that fills it cannot make a concurrent execution's
+    writes fail: a verdict must not depend on what runs beside it."""
+    filler = """
+import time
+wrote = 0
+try:
+    for i in range(100):
+        with open("f%d" % i, "wb") as f:
+            for _ in range(4):
+                f.write(b"x" * (1 << 20)); f.flush(); wrote += 1
+except OSError as e:
+    print(e.errno, wrote, flush=True)
+time.sleep(2.5)
+"""
+    writer = """
+import os
+data = open("in.bin", "rb").read()
+with open("out.bin", "wb") as f:
+    f.write(data[: 7 << 20])
+print(os.path.getsize("out.bin") >> 20)
+"""
+    with ForkServer(preload=[], limits=Limits(timeout_s=20, cpu_s=20, max_file_mib=8),
+                    workers=2) as fs:
+        assert fs.isolation == "namespaces"
+        out: dict = {}
+        t = threading.Thread(target=lambda: out.setdefault("filler", fs.run_python(filler)))
+        t.start()
+        time.sleep(1.2)  # the filler has hit ENOSPC and holds its files
+        # inputs beyond max_file_mib fit too: the workspace has room for them on top
+        res = fs.run_python(writer, files={"in.bin": b"y" * (10 << 20)}, collect=["out.bin"])
+        t.join()
+        errno_, wrote = out["filler"].stdout.split()
+        assert errno_ == "28" and int(wrote) <= 8, out["filler"].stdout  # ENOSPC at its own 8 MiB
+        assert res.exit_code == 0 and res.stdout == "7\n", (res.stdout, res.stderr)
+        assert res.files == {"out.bin": b"y" * (7 << 20)}
+
+
+def test_empty_files_cannot_eat_kernel_memory():
+    """Empty files use no tmpfs size but kernel memory that no rlimit counts: each
+    private tmpfs holds at most one inode per page of its size (at least 1024)."""
+    code = """
+import os
+for d in (".", "/tmp", "/dev/shm"):
+    n = 0
+    try:
+        while n < 5000:
+            os.close(os.open("%s/f%d" % (d, n), os.O_CREAT | os.O_WRONLY)); n += 1
+    except OSError as e:
+        print(d, n, e.errno)
+"""
+    with ForkServer(preload=[], limits=Limits(max_file_mib=6), workers=1) as fs:
+        assert fs.isolation == "namespaces"
+        res = fs.run_python(code, files={"in.txt": "x" * 4096 * 512})  # +2 MiB of inputs
+        # 1536 and 2048 inodes, one of them the tmpfs's root, one the input file
+        assert res.stdout.split("\n") == [". 2046 28", "/tmp 1535 28", "/dev/shm 1535 28", ""], res
+
+
+@pytest.mark.parametrize("isolation", ["namespaces", "landlock"])
+def test_collect_never_follows_the_programs_links(isolation: str):
+    """``collect`` returns regular files only, and none through a symlink (to a file or a
+    directory) or ``..``: the server reads them, and must never read what a link
+    planted by the program points to. Namespaces: read after the child, and its mount
+    namespace, are gone (through the workspace fd it sent)."""
+    import ctypes
+
+    if isolation == "landlock" and ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+        pytest.skip("this kernel has no Landlock")
+    code = """
+import os
+os.makedirs("sub/deep"); open("sub/deep/real.txt", "w").write("real")
+os.symlink("/etc/passwd", "link"); os.symlink("/etc", "etc"); os.symlink("sub", "alias")
+os.mkfifo("fifo")
+"""
+    wanted = ["sub/deep/real.txt", "./sub//deep/real.txt", "link", "etc/passwd",
+              "alias/deep/real.txt", "fifo", "sub/../sub/deep/real.txt", "missing", "sub"]
+    with ForkServer(preload=[], limits="strict", workers=1, isolation=isolation) as fs:
+        res = fs.run_python(code, collect=wanted)
+        assert res.exit_code == 0, res.stderr
+        assert res.files == {"sub/deep/real.txt": b"real", "./sub//deep/real.txt": b"real"}
+
+
 def test_children_import_what_the_server_did_not(fs):
     """A module of the installation that no one imported yet loads in a child (its own
     fresh /tmp must not hide an installation that lives under /tmp)."""
@@ -431,6 +514,8 @@ def test_limits_a_child_cannot_get_are_errors_not_verdicts():
             req = {"id": 10**6 + res, "code": "print(1)", "timeout_s": 5.0, "grace_s": 0.2,
                    "max_output_bytes": 1024, "tmp_bytes": 1 << 20,
                    "rlimits": [[res, value, value]]}
+            if res == resource.RLIMIT_CPU:  # the error follows the workspace fd it sent
+                req.update(collect=["x"], files={"x": "eA=="})
             with pytest.raises(SandboxError, match="cannot isolate the execution: limits"):
                 server.call(req, ok)
         assert fs.run_python("print(2)").stdout == "2\n"

@@ -38,7 +38,9 @@ Limitations (real hazards, read before trusting a verdict):
 - ``max_pids`` is exact only as root (each execution gets its own uid). As a normal
   user RLIMIT_NPROC counts all the user's processes, so polyrl widens it by the number
   the user already runs: a fork bomb is still stopped, less tightly.
-- ``max_file_mib`` bounds each file and the private ``/tmp``, not the workspace total.
+- ``max_file_mib`` bounds each file and the private ``/tmp``, not the workspace total
+  (except in the fork-server: there ``/workspace`` is a tmpfs of ``max_file_mib`` plus
+  the input files).
 - ``limit_hit="memory_mib"`` / ``"max_pids"`` are read from the program's own failure
   message (MemoryError, EAGAIN from fork); the kernel only makes the call fail.
 - Cold executions: bwrap reports "killed by signal N" as exit code 128+N, so a program
@@ -74,14 +76,16 @@ Limitations (real hazards, read before trusting a verdict):
   and network namespaces. With the default ``namespaces`` isolation each child has its
   own user, mount and IPC namespace (exact ``max_pids``; private ``/workspace``,
   ``/tmp`` and ``/dev/shm``: the others' files, unix socket paths and shared memory are
-  out of sight, though ``/workspace``'s space is the server's ``/tmp``, shared:
-  ``workers`` x ``max_file_mib`` + 64 MiB, which one execution may fill) and, with
+  out of sight; each is a tmpfs of its own size, ``max_file_mib``, plus the input files
+  for ``/workspace``, so no execution can fill another's space) and, with
   Landlock ABI >= 6, cannot signal the others or reach their
   abstract sockets; but TCP/UDP ports on loopback are shared (one execution can connect
   to another's listening port, or take a port first: a verdict may then depend on what
   runs beside it, or before it: TIME_WAIT) unless ``ForkServer(private_network=True)``
   gives each execution a network namespace of its own (~30% fewer executions/s of
-  trivial programs, ~15% on the HumanEval checks). ``/proc`` lists the others, and
+  trivial programs, ~15% on the HumanEval checks). Under the ``landlock`` fallback
+  isolation the workspaces are directories of the server's ``/tmp``, whose space
+  (``workers`` x ``max_file_mib`` + 64 MiB) one execution may fill. ``/proc`` lists the others, and
   their ``/proc/<pid>/net`` (sockets, ports, interface counters) stays readable.
   The ``landlock`` fallback (no mount namespace) shares ``/tmp``'s space and
   ``/dev/shm``, and lets the others reach unix sockets by path and chmod files. Use

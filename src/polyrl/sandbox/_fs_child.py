@@ -11,6 +11,7 @@ import ctypes
 import os
 import resource
 import signal
+import socket
 import sys
 import traceback
 
@@ -51,9 +52,39 @@ def _set_rlimits(rlimits, setup_w):
         _isolation_failed(setup_w, f"limits: {e}")
 
 
-def child_main(req, iso, jobdir, stdin_fd, out_w, err_w, setup_w):
+def _fill_workspace(files, setup_w, send_root):
+    """In the child's own ``/workspace`` tmpfs (``namespaces``): write ``files``
+    (``(rel, bytes)`` pairs, checked by the host) and, when ``send_root``, send the
+    server an fd of it on the setup socket (one ``W`` byte carries it), so the server
+    can collect files after the child, and its mount namespace, are gone. Raises OSError."""
+    for rel, data in files:
+        path = "/workspace/" + rel
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise OSError(e.errno, f"workspace file {rel!r}: {e.strerror}") from None
+    if send_root:
+        root = os.open("/workspace", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        sock = socket.socket(fileno=setup_w)
+        try:
+            socket.send_fds(sock, [b"W"], [root])
+        finally:
+            sock.detach()
+            os.close(root)
+
+
+def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     """Body of one forked child: isolate, limit, run ``req["code"]``, exit. Never returns.
 
+    ``jobdir``: the job directory that the server made (``landlock``), or None: the
+    child's own tmpfs at ``/workspace`` gets ``files`` (``namespaces``).
     The server already set what every child needs (``main``): SIGPIPE/SIGTERM default,
     SIGINT raising KeyboardInterrupt, ``sys.argv == ["-c"]``, ``sys.path[0] == ""``,
     ``$TMPDIR`` and ``$HOME`` (``Isolation.prepare``)."""
@@ -62,7 +93,9 @@ def child_main(req, iso, jobdir, stdin_fd, out_w, err_w, setup_w):
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     try:
-        os.chdir(iso.enter(jobdir, req["tmp_bytes"]))
+        os.chdir(iso.enter(jobdir, req["tmp_bytes"], req.get("workspace_bytes", req["tmp_bytes"])))
+        if jobdir is None and (files or req.get("collect")):
+            _fill_workspace(files, setup_w, bool(req.get("collect")))
         apply_seccomp()  # noqa: F821 (from _fs_isolation.py)
     except OSError as e:
         _isolation_failed(setup_w, e)

@@ -2,8 +2,10 @@
 
 It imports the ``preload`` modules and compiles the trusted ``programs`` once, then
 serves the host: per request it forks one
-child with its own session, isolation, rlimits, stdin and output pipes and a fresh job
-directory (``ROOT/<n>/w`` = cwd, ``ROOT/<n>/t`` = TMPDIR and HOME), runs the code like
+child with its own session, isolation, rlimits, stdin and output pipes, a setup socket
+and a fresh workspace (``namespaces``: a tmpfs of its own at ``/workspace``, filled and
+sent back as an fd for ``collect`` by the child; ``landlock``: a job directory
+``ROOT/<n>/w`` = cwd, ``ROOT/<n>/t`` = TMPDIR and HOME), runs the code like
 ``python -c`` and reaps it. At most ``workers`` children run at once; further requests
 wait in a FIFO queue (the host keeps the next one ready). Output is pumped
 incrementally, the wall limit enforced, strays killed.
@@ -11,7 +13,7 @@ incrementally, the wall limit enforced, strays killed.
 Isolation of a child (chosen at start by a self-test, reported in the hello; see
 ``Isolation`` in ``_fs_isolation.py``): ``namespaces`` (default): its own user
 (``RLIMIT_NPROC`` counts only the execution's own processes), mount and IPC namespace,
-the job directory bound at ``/workspace``, fresh tmpfs at ``/tmp`` and ``/dev/shm``, and
+fresh tmpfs at ``/workspace``, ``/tmp`` and ``/dev/shm``, and
 with Landlock ABI >= 6 no signals or abstract unix sockets outside its domain (the
 server, other executions). ``landlock`` (fallback): its own user namespace + a Landlock
 domain: read/execute on the system directories, read/write only beneath its job
@@ -24,7 +26,7 @@ time.
 
 Wire format. Request: 4-byte big-endian length + UTF-8 JSON ``{"id", "code" | "program",
 "stdin"?: b64, "files"?: {rel: b64}, "collect"?: [rel], "rlimits": [[res, soft, hard]],
-"timeout_s", "grace_s", "max_output_bytes", "tmp_bytes"}``. Reply: ``>III`` header (JSON,
+"timeout_s", "grace_s", "max_output_bytes", "tmp_bytes", "workspace_bytes"?}``. Reply: ``>III`` header (JSON,
 stdout, stderr lengths), JSON ``{"id", "exit_code", "signal", "stdout_truncated",
 "stderr_truncated", "wall_s", "cpu_s", "peak_memory_mib", "killed_for", "files"?: {rel:
 b64}, "error"?}``, then the raw stdout and stderr bytes.
@@ -39,6 +41,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import stat
 import struct
 import sys
@@ -129,6 +132,62 @@ def _remove(jobdir):
         shutil.rmtree(jobdir, ignore_errors=True)
 
 
+def read_setup(fd):
+    """Read and close a finished child's setup socket: ``(error bytes, workspace fd or
+    -1)``. The child sends its workspace fd with one ``W`` byte (``_fill_workspace``);
+    any other byte is an isolation error (``_isolation_failed``)."""
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(False)  # the child is gone; a bug must not hang the server
+    data, root_fd = b"", -1
+    try:
+        while len(data) < 4096:
+            try:
+                msg, fds, _flags, _addr = socket.recv_fds(sock, 4096, 1)
+            except BlockingIOError:
+                break
+            for extra in fds:
+                if root_fd < 0 and msg[:1] == b"W":
+                    root_fd, msg = extra, msg[1:]
+                else:
+                    os.close(extra)
+            if not msg and not fds:
+                break
+            data += msg
+    finally:
+        sock.close()
+    return data, root_fd
+
+
+def collect_files(root_fd, rels):
+    """``{rel: base64 of its content}`` for each regular file ``rel`` beneath the
+    directory ``root_fd``, at most 64 MiB each. A path that goes through a symlink or
+    ``..``, or names no regular file (fifo, socket, device), is left out: a program's
+    links are never followed."""
+    files = {}
+    for rel in rels:
+        parts = [p for p in rel.split("/") if p not in ("", ".")]
+        if not parts or ".." in parts:
+            continue
+        fds = []
+        try:
+            cur = root_fd
+            for part in parts[:-1]:
+                cur = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=cur)
+                fds.append(cur)
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                         dir_fd=cur)
+            with os.fdopen(fd, "rb") as f:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    files[rel] = base64.b64encode(f.read(64 << 20)).decode()
+        except OSError:
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+    return files
+
+
 def main():
     cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     if isinstance(cfg, list):
@@ -213,6 +272,11 @@ def main():
         if req.get("program") and req["program"] not in PROGRAMS:
             send(ctl_out, {"id": job.id, "error": f"unknown program {req['program']!r}"})
             return
+        if iso.kind == "namespaces":  # the child mounts its own workspace, writes files
+            job.dir = None
+            files = [(rel, base64.b64decode(b64)) for rel, b64 in (req.get("files") or {}).items()]
+            fork_child(job, lambda *fds: child_main(req, iso, None, files, *fds))  # noqa: F821
+            return
         try:
             os.mkdir(jobdir, 0o700)
             os.mkdir(jobdir + "/w", 0o700)
@@ -227,7 +291,7 @@ def main():
             shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return
-        if not fork_child(job, lambda *fds: child_main(req, iso, jobdir, *fds),  # noqa: F821
+        if not fork_child(job, lambda *fds: child_main(req, iso, jobdir, (), *fds),  # noqa: F821
                           close_after=iso_fd):
             shutil.rmtree(jobdir, ignore_errors=True)
 
@@ -243,8 +307,10 @@ def main():
                 os.lseek(fds[0], 0, os.SEEK_SET)
             else:  # its own open /dev/null: a lock on a shared one would outlive it
                 fds.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
-            for _ in range(3):  # stdout, stderr, setup
+            for _ in range(2):  # stdout, stderr
                 fds.extend(os.pipe())
+            # setup: errors of the isolation, and the fd of a workspace to collect from
+            fds.extend(s.detach() for s in socket.socketpair())
             pid = os.fork()
         except OSError as e:
             for fd in fds + [close_after]:
@@ -361,21 +427,19 @@ def main():
                "cpu_s": ru.ru_utime + ru.ru_stime, "peak_memory_mib": ru.ru_maxrss / 1024.0,
                "exit_code": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None}
         spoiled = kill_and_reap_all() if exec_mode else None  # nothing may change a file
+        setup_error, root_fd = read_setup(job.setup_fd)  # the child is gone: never blocks
         collect = job.req.get("collect")
         if collect:
-            files = {}
-            for rel in collect:
-                path = os.path.join("/workspace" if exec_mode else job.dir + "/w", rel)
+            if root_fd < 0 and (exec_mode or job.dir is not None):
                 try:
-                    if os.path.realpath(path) != os.path.normpath(path):
-                        continue  # goes through a symlink: never follow the program's links
-                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                    with os.fdopen(fd, "rb") as f:
-                        if stat.S_ISREG(os.fstat(fd).st_mode):  # no fifo, socket, device
-                            files[rel] = base64.b64encode(f.read(64 << 20)).decode()
+                    root_fd = os.open("/workspace" if exec_mode else job.dir + "/w",
+                                      os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
                 except OSError:
-                    pass
-            out["files"] = files
+                    root_fd = -1
+            if root_fd >= 0:
+                out["files"] = collect_files(root_fd, collect)
+        if root_fd >= 0:
+            os.close(root_fd)
         if exec_mode:
             spoiled = spoiled or iso.reset()
             if spoiled:
@@ -383,9 +447,8 @@ def main():
         else:
             if strays_possible():
                 kill_strays()
-            _remove(job.dir)
-        setup_error = os.read(job.setup_fd, 4096)  # the child is gone: never blocks
-        os.close(job.setup_fd)
+            if job.dir is not None:
+                _remove(job.dir)
         if setup_error:  # not the program's doing: a typed error on the host
             send(ctl_out, {"id": job.id, "error": setup_error.decode("utf-8", "replace"),
                            "spoiled": spoiled})

@@ -262,11 +262,14 @@ class ForkServer:
             here (a network namespace is costly to create and destroy); worth it where
             programs use sockets. Excludes ``limits.network``.
 
-    Workspace of an execution: its cwd, empty at start. With ``namespaces`` isolation
-    (the default) it is mounted at ``/workspace``, and ``/tmp`` and ``/dev/shm`` are
-    private tmpfs; with ``landlock`` it is a directory of the server's ``/tmp``
-    (``$TMPDIR`` and ``$HOME`` point to a second one; nothing else is writable, ``/tmp``
-    itself included).
+    Workspace of an execution: its cwd, empty at start but for its input ``files``.
+    With ``namespaces`` isolation (the default) it is a tmpfs of its own at
+    ``/workspace`` (``max_file_mib`` of space plus the input files), and ``/tmp`` and
+    ``/dev/shm`` are tmpfs of ``max_file_mib`` each: no execution can fill another's
+    space. Files to ``collect`` are read after the execution through an fd of its
+    workspace. With ``landlock`` it is a directory of the server's ``/tmp`` (``$TMPDIR``
+    and ``$HOME`` point to a second one; nothing else is writable, ``/tmp`` itself
+    included), whose space all executions share.
 
     Raises:
         ValueError: ``private_network`` with ``limits.network`` (a network for the server's
@@ -343,8 +346,8 @@ class ForkServer:
                 cfg = {"preload": list(self.preload), "workers": self.workers,
                        "isolation": self.isolation_pref, "programs": self.programs,
                        "private_network": self.private_network}
-                # children get their workspaces on the server's private /tmp: nothing on
-                # the host
+                # children's workspaces are their own tmpfs (namespaces) or directories of
+                # the server's private /tmp (landlock): nothing on the host
                 self._server = _Server(cfg, server_lim, self.python,
                                        slot=SlotLock() if os.geteuid() == 0 else None)
             return self._server
@@ -432,6 +435,7 @@ class ForkServer:
         req: dict = {**what, "timeout_s": lim.timeout_s, "grace_s": lim.kill_grace_s,
                      "max_output_bytes": lim.max_output_bytes,
                      "tmp_bytes": int(lim.max_file_mib * 1024 * 1024)}
+        req["workspace_bytes"] = req["tmp_bytes"]
         if stdin:
             data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
             req["stdin"] = base64.b64encode(data).decode()
@@ -441,6 +445,7 @@ class ForkServer:
                 _safe_rel(rel)
                 raw = content.encode() if isinstance(content, str) else bytes(content)
                 enc_files[rel] = base64.b64encode(raw).decode()
+                req["workspace_bytes"] += -(-len(raw) // 4096) * 4096  # room for the inputs
             req["files"] = enc_files
         if collect:
             for rel in collect:

@@ -30,7 +30,8 @@ class Limits:
         max_pids: processes *and threads* the execution may have at once
             (``RLIMIT_NPROC`` inside a private user id); stops fork bombs.
         max_file_mib: largest file the program may write, MiB (``RLIMIT_FSIZE``); also the
-            size of the private ``/tmp`` tmpfs.
+            size of the private ``/tmp`` tmpfs (and, in the fork-server, of the
+            ``/workspace`` tmpfs, on top of the input files).
         max_output_kib: bytes kept of stdout and of stderr, each, in KiB. When a stream
             passes it, it is cut, flagged truncated, and the program is killed
             (``limit_hit="max_output_kib"``); the host never buffers more.
