@@ -277,11 +277,12 @@ def prepare(
     args += ["--chdir", inner_cwd(cwd), "--"] + list(argv)
 
     rl = limits.rlimits()
-    if slot is None:
-        # no private uid: RLIMIT_NPROC counts every process of this user on the host
-        others = _count_user_processes(os.getuid())
-        rl = [(r, s + others, h + others) if r == resource.RLIMIT_NPROC else (r, s, h)
-              for r, s, h in rl]
+    # RLIMIT_NPROC counts bwrap's own monitor process outside the sandbox (same user),
+    # and, without a private uid, every other process of this user on the host
+    extra = 1 + (0 if slot is not None else _count_user_processes(os.getuid()))
+    rl = [(r, s + extra, h + extra)
+          if r == resource.RLIMIT_NPROC and s != resource.RLIM_INFINITY else (r, s, h)
+          for r, s, h in rl]
 
     def preexec() -> None:
         if view is not None and slot is not None:

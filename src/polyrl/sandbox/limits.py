@@ -28,7 +28,8 @@ class Limits:
         memory_mib: address-space limit per process in MiB (``RLIMIT_AS``); allocations
             beyond it fail (MemoryError / ENOMEM).
         max_pids: processes *and threads* the execution may have at once
-            (``RLIMIT_NPROC`` inside a private user id); stops fork bombs.
+            (``RLIMIT_NPROC`` inside a private user id; a cold bwrap execution's reads
+            one more, for bwrap's own monitor process); stops fork bombs.
         max_file_mib: largest file the program may write, MiB (``RLIMIT_FSIZE``); also the
             size of the private ``/tmp`` tmpfs (and, in the fork-server, of the
             ``/workspace`` tmpfs, on top of the input files).
