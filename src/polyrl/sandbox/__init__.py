@@ -41,6 +41,11 @@ Limitations (real hazards, read before trusting a verdict):
 - ``max_file_mib`` bounds each file and the private ``/tmp``, not the workspace total
   (except in the fork-server: there ``/workspace`` is a tmpfs of ``max_file_mib`` plus
   the input files).
+- Files take kernel memory that no limit counts (an inode, ~0.8 KiB, even when empty).
+  The fork-server's private tmpfs hold at most one file per 4 KiB of their size; bwrap
+  offers no such cap, so in a bwrap execution's ``/tmp`` and ``/dev/shm`` only
+  ``timeout_s`` bounds them (measured: ~100,000 empty files/s, ~80 MiB/s of
+  unreclaimable kernel memory until the execution ends).
 - ``limit_hit="memory_mib"`` / ``"max_pids"`` are read from the program's own failure
   message (MemoryError, EAGAIN from fork); the kernel only makes the call fail.
 - Cold executions: bwrap reports "killed by signal N" as exit code 128+N, so a program
