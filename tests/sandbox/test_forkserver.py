@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from polyrl.errors import SandboxError
+from polyrl.errors import ConfigError, SandboxError
 from polyrl.sandbox import ForkServer, Limits
 
 from .conftest import tmp_skeleton
@@ -376,22 +376,28 @@ print(os.path.getsize("out.bin") >> 20)
 
 def test_empty_files_cannot_eat_kernel_memory():
     """Empty files use no tmpfs size but kernel memory that no rlimit counts: each
-    private tmpfs holds at most one inode per page of its size (at least 1024)."""
+    private tmpfs holds at most one inode per page of its size (at least 1024), and the
+    workspace one more per input file and directory, so inputs never eat the program's."""
     code = """
 import os
 for d in (".", "/tmp", "/dev/shm"):
-    n = 0
+    total, n = os.statvfs(d).f_files, 0
     try:
         while n < 5000:
             os.close(os.open("%s/f%d" % (d, n), os.O_CREAT | os.O_WRONLY)); n += 1
     except OSError as e:
-        print(d, n, e.errno)
+        print(d, total, n, e.errno)
 """
     with ForkServer(preload=[], limits=Limits(max_file_mib=6), workers=1) as fs:
         assert fs.isolation == "namespaces"
-        res = fs.run_python(code, files={"in.txt": "x" * 4096 * 512})  # +2 MiB of inputs
-        # 1536 and 2048 inodes, one of them the tmpfs's root, one the input file
-        assert res.stdout.split("\n") == [". 2046 28", "/tmp 1535 28", "/dev/shm 1535 28", ""], res
+        inputs = {"big.txt": "x" * (2 << 20), **{f"in/d{i}/e.txt": "" for i in range(1100)}}
+        res = fs.run_python(code, files=inputs)
+        lines = [line.split() for line in res.stdout.splitlines()]
+        # the workspace: 1536 for the program + 1100 files, 1101 directories, 1 big.txt;
+        # the root inode and /tmp's skeleton (binds of an installation under /tmp) are used
+        assert [(d, int(t), e) for d, t, _, e in lines] == [
+            (".", 1536 + 2202, "28"), ("/tmp", 1536, "28"), ("/dev/shm", 1536, "28")], res
+        assert 1530 <= int(lines[0][2]) <= 1535 and int(lines[2][2]) == 1535, res
 
 
 @pytest.mark.parametrize("isolation", ["namespaces", "landlock"])
@@ -409,13 +415,27 @@ import os
 os.makedirs("sub/deep"); open("sub/deep/real.txt", "w").write("real")
 os.symlink("/etc/passwd", "link"); os.symlink("/etc", "etc"); os.symlink("sub", "alias")
 os.mkfifo("fifo")
+for i in range(60):
+    os.mkdir("d%d" % i)
+try:  # landlock: its job directory is writable; swap its workspace for a link to /etc
+    job = os.path.dirname(os.getcwd())
+    os.rename(os.getcwd(), job + "/moved"); os.symlink("/etc", job + "/w")
+except OSError:
+    pass  # namespaces: /workspace is a mount point
 """
     wanted = ["sub/deep/real.txt", "./sub//deep/real.txt", "link", "etc/passwd",
-              "alias/deep/real.txt", "fifo", "sub/../sub/deep/real.txt", "missing", "sub"]
+              "alias/deep/real.txt", "fifo", "sub/../sub/deep/real.txt", "missing", "sub",
+              "passwd", "os-release"] + [f"d{i}" for i in range(60)]
     with ForkServer(preload=[], limits="strict", workers=1, isolation=isolation) as fs:
-        res = fs.run_python(code, collect=wanted)
-        assert res.exit_code == 0, res.stderr
-        assert res.files == {"sub/deep/real.txt": b"real", "./sub//deep/real.txt": b"real"}
+        for _ in range(18):  # directories by name: every fd closed (1024 would be the end)
+            res = fs.run_python(code, collect=wanted)
+            assert res.exit_code == 0, res.stderr
+            assert res.files == {"sub/deep/real.txt": b"real", "./sub//deep/real.txt": b"real",
+                                 "sub/../sub/deep/real.txt": b"real"}
+        with pytest.raises(ConfigError, match="no usable file name"):
+            fs.run_python("pass", files={"a\0b": "x"})
+        with pytest.raises(ConfigError, match="no usable file name"):
+            fs.run_python("pass", collect=["\ud800x"])
 
 
 def test_children_import_what_the_server_did_not(fs):
@@ -518,4 +538,10 @@ def test_limits_a_child_cannot_get_are_errors_not_verdicts():
                 req.update(collect=["x"], files={"x": "eA=="})
             with pytest.raises(SandboxError, match="cannot isolate the execution: limits"):
                 server.call(req, ok)
+        # a name the host refuses (NUL): a typed error too, never an exit status
+        req = {"id": 10**6, "code": "print(1)", "timeout_s": 5.0, "grace_s": 0.2,
+               "max_output_bytes": 1024, "tmp_bytes": 1 << 20, "rlimits": [],
+               "files": {"a\0b": "eA=="}}
+        with pytest.raises(SandboxError, match="cannot isolate the execution: .*null"):
+            server.call(req, ok)
         assert fs.run_python("print(2)").stdout == "2\n"

@@ -84,7 +84,8 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     """Body of one forked child: isolate, limit, run ``req["code"]``, exit. Never returns.
 
     ``jobdir``: the job directory that the server made (``landlock``), or None: the
-    child's own tmpfs at ``/workspace`` gets ``files`` (``namespaces``).
+    child's own tmpfs at ``/workspace`` gets ``files`` (``namespaces``; ``(rel, data)``
+    pairs).
     The server already set what every child needs (``main``): SIGPIPE/SIGTERM default,
     SIGINT raising KeyboardInterrupt, ``sys.argv == ["-c"]``, ``sys.path[0] == ""``,
     ``$TMPDIR`` and ``$HOME`` (``Isolation.prepare``)."""
@@ -93,11 +94,12 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     try:
-        os.chdir(iso.enter(jobdir, req["tmp_bytes"], req.get("workspace_bytes", req["tmp_bytes"])))
+        workspace = workspace_limits(req["tmp_bytes"], files)  # noqa: F821 (_fs_isolation.py)
+        os.chdir(iso.enter(jobdir, req["tmp_bytes"], workspace))
         if jobdir is None and (files or req.get("collect")):
             _fill_workspace(files, setup_w, bool(req.get("collect")))
         apply_seccomp()  # noqa: F821 (from _fs_isolation.py)
-    except OSError as e:
+    except (OSError, ValueError) as e:
         _isolation_failed(setup_w, e)
     # the subreaper of its own processes: they stay its descendants while it runs, so
     # the server tells an execution's processes from what finished ones left

@@ -194,12 +194,12 @@ class Isolation:
         os.environ["TMPDIR"] = os.environ["HOME"] = jobdir + "/t"
         return fd
 
-    def enter(self, jobdir, tmp_bytes, workspace_bytes):
+    def enter(self, jobdir, tmp_bytes, workspace):
         """Isolate the calling child; returns its cwd. Raises OSError.
 
-        ``namespaces``: ``jobdir`` is unused; ``/workspace`` is a tmpfs of
-        ``workspace_bytes``, ``/tmp`` and ``/dev/shm`` are tmpfs of ``tmp_bytes`` each,
-        each with at most one inode per page of its size (``_inodes``).
+        ``namespaces``: ``jobdir`` is unused; ``/workspace`` is a tmpfs of ``workspace``
+        = ``(bytes, inodes)`` (``workspace_limits``), ``/tmp`` and ``/dev/shm`` are tmpfs of
+        ``tmp_bytes`` each, with at most one inode per page of their size (``_inodes``).
 
         ``landlock``: a user namespace of its own without uid map (``RLIMIT_NPROC`` then
         counts only this execution's processes; the program sees uid/gid 65534), then the
@@ -226,7 +226,7 @@ class Isolation:
         for src, dst, fstype, flags, data in (
                 (b"none", b"/", None, (1 << 14) | (1 << 18), None),  # MS_REC | MS_PRIVATE
                 (b"tmpfs", b"/workspace", b"tmpfs", 2 | 4,  # MS_NOSUID | MS_NODEV
-                 f"size={workspace_bytes},nr_inodes={_inodes(workspace_bytes)},mode=700".encode()),
+                 "size={},nr_inodes={},mode=700".format(*workspace).encode()),
                 (b"tmpfs", b"/tmp", b"tmpfs", 2 | 4, tmpfs),
                 (b"tmpfs", b"/dev/shm", b"tmpfs", 2 | 4, tmpfs)):
             if _libc.mount(src, dst, fstype, flags, data) != 0:
@@ -249,6 +249,21 @@ def _inodes(size_bytes):
     empty files take no size but ~0.8 KiB of kernel memory each, which no limit counts
     (measured: 485,000 in 4 s, +400 MiB of unreclaimable slab)."""
     return max(1024, size_bytes // 4096)
+
+
+def workspace_limits(tmp_bytes, files):
+    """``(bytes, inodes)`` of a ``/workspace`` tmpfs that holds the input ``files``
+    (``(rel, data)`` pairs, normalised names) and leaves the program what a ``/tmp`` of
+    ``tmp_bytes`` gives it: each file rounded up to pages, one inode per file and
+    directory the inputs need."""
+    dirs = set()
+    for rel, _ in files:
+        rel = os.path.dirname(rel)
+        while rel and rel not in dirs:
+            dirs.add(rel)
+            rel = os.path.dirname(rel)
+    size = tmp_bytes + sum(-(-len(data) // 4096) * 4096 for _, data in files)
+    return size, _inodes(tmp_bytes) + len(files) + len(dirs)
 
 
 def choose_isolation(preferred, private_network=False):
@@ -275,7 +290,7 @@ def choose_isolation(preferred, private_network=False):
         if pid == 0:
             try:
                 os.close(r)
-                iso.enter(jobdir, 1 << 20, 1 << 20)
+                iso.enter(jobdir, 1 << 20, workspace_limits(1 << 20, ()))
                 try:  # the walls hold: nothing beside the job directory is writable
                     os.close(os.open(ROOT + "/x", os.O_CREAT | os.O_WRONLY, 0o600))
                     os.write(w, b"wall missing")

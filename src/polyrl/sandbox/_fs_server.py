@@ -70,7 +70,7 @@ class Job:
 
     __slots__ = ("req", "id", "t0", "deadline", "kill_at", "killed_for", "exited",
                  "status", "ru", "out", "err", "out_fd", "err_fd", "trunc_out", "trunc_err",
-                 "open", "pid", "pidfd", "dir", "limit", "setup_fd")
+                 "open", "pid", "pidfd", "dir", "limit", "setup_fd", "root_fd")
 
     def __init__(self, req, jobdir):
         self.req = req
@@ -91,6 +91,7 @@ class Job:
         self.dir = jobdir
         self.limit = req["max_output_bytes"]
         self.setup_fd = -1
+        self.root_fd = -1  # O_PATH fd of its workspace, to collect from
 
 
 def stray_sweep(active_sids):
@@ -158,15 +159,16 @@ def read_setup(fd):
     return data, root_fd
 
 
-def collect_files(root_fd, rels):
-    """``{rel: base64 of its content}`` for each regular file ``rel`` beneath the
-    directory ``root_fd``, at most 64 MiB each. A path that goes through a symlink or
-    ``..``, or names no regular file (fifo, socket, device), is left out: a program's
-    links are never followed."""
+def collect_files(root_fd, rels, max_bytes=64 << 20):
+    """``{rel: base64 of its content}`` for each regular file ``rel`` (normalised as
+    the host's ``_safe_rel`` does) beneath the directory ``root_fd``. A name that goes
+    through a symlink or above the workspace, or names no regular file (directory,
+    fifo, socket, device), or one over ``max_bytes``, is left out (as a cold
+    execution's ``Workspace.collect`` does): a program's links are never followed."""
     files = {}
     for rel in rels:
-        parts = [p for p in rel.split("/") if p not in ("", ".")]
-        if not parts or ".." in parts:
+        parts = os.path.normpath(rel).split("/")
+        if parts[0] in ("", ".", ".."):
             continue
         fds = []
         try:
@@ -177,10 +179,16 @@ def collect_files(root_fd, rels):
                 fds.append(cur)
             fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                          dir_fd=cur)
-            with os.fdopen(fd, "rb") as f:
-                if stat.S_ISREG(os.fstat(fd).st_mode):
-                    files[rel] = base64.b64encode(f.read(64 << 20)).decode()
-        except OSError:
+            fds.append(fd)
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes:
+                chunks, size = [], 0
+                while size <= max_bytes and (chunk := os.read(fd, 1 << 20)):
+                    chunks.append(chunk)
+                    size += len(chunk)
+                if size <= max_bytes:  # it grew while read (a process of it lives on)
+                    files[rel] = base64.b64encode(b"".join(chunks)).decode()
+        except (OSError, ValueError):  # ValueError: a NUL byte (the host refuses those)
             pass
         finally:
             for fd in fds:
@@ -287,12 +295,15 @@ def main():
                 with open(path, "wb") as f:
                     f.write(base64.b64decode(b64))
             iso_fd = iso.prepare(jobdir)
+            # before the program may rename its workspace and put a link in its place
+            job.root_fd = os.open(jobdir + "/w", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as e:
             shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return
         if not fork_child(job, lambda *fds: child_main(req, iso, jobdir, (), *fds),  # noqa: F821
                           close_after=iso_fd):
+            os.close(job.root_fd)
             shutil.rmtree(jobdir, ignore_errors=True)
 
     def fork_child(job, body, close_after=-1):
@@ -322,6 +333,8 @@ def main():
         if pid == 0:
             try:
                 body(stdin_fd, out_w, err_w, setup_w)
+            except BaseException as e:  # a bug of ours, never a verdict on the program
+                _isolation_failed(setup_w, f"{type(e).__name__}: {e}")  # noqa: F821
             finally:
                 os._exit(121)
         for fd in (stdin_fd, out_w, err_w, setup_w, close_after):
@@ -427,19 +440,19 @@ def main():
                "cpu_s": ru.ru_utime + ru.ru_stime, "peak_memory_mib": ru.ru_maxrss / 1024.0,
                "exit_code": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None}
         spoiled = kill_and_reap_all() if exec_mode else None  # nothing may change a file
-        setup_error, root_fd = read_setup(job.setup_fd)  # the child is gone: never blocks
+        setup_error, sent_fd = read_setup(job.setup_fd)  # the child is gone: never blocks
+        root_fd = job.root_fd if job.root_fd >= 0 else sent_fd
         collect = job.req.get("collect")
         if collect:
-            if root_fd < 0 and (exec_mode or job.dir is not None):
+            if exec_mode:  # a mount point: the program can neither move nor replace it
                 try:
-                    root_fd = os.open("/workspace" if exec_mode else job.dir + "/w",
-                                      os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                    root_fd = os.open("/workspace", os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW
+                                      | os.O_CLOEXEC)
                 except OSError:
-                    root_fd = -1
-            if root_fd >= 0:
-                out["files"] = collect_files(root_fd, collect)
-        if root_fd >= 0:
-            os.close(root_fd)
+                    pass
+            out["files"] = collect_files(root_fd, collect) if root_fd >= 0 else {}
+        for fd in {root_fd, job.root_fd, sent_fd} - {-1}:
+            os.close(fd)
         if exec_mode:
             spoiled = spoiled or iso.reset()
             if spoiled:

@@ -435,17 +435,14 @@ class ForkServer:
         req: dict = {**what, "timeout_s": lim.timeout_s, "grace_s": lim.kill_grace_s,
                      "max_output_bytes": lim.max_output_bytes,
                      "tmp_bytes": int(lim.max_file_mib * 1024 * 1024)}
-        req["workspace_bytes"] = req["tmp_bytes"]
         if stdin:
             data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
             req["stdin"] = base64.b64encode(data).decode()
         if files:
             enc_files = {}
             for rel, content in files.items():
-                _safe_rel(rel)
                 raw = content.encode() if isinstance(content, str) else bytes(content)
-                enc_files[rel] = base64.b64encode(raw).decode()
-                req["workspace_bytes"] += -(-len(raw) // 4096) * 4096  # room for the inputs
+                enc_files[_safe_rel(rel)] = base64.b64encode(raw).decode()
             req["files"] = enc_files
         if collect:
             for rel in collect:

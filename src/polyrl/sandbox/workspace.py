@@ -41,7 +41,14 @@ def _base_dir() -> str:
 
 
 def _safe_rel(path: str) -> str:
-    """Normalise a workspace-relative path; reject absolute paths and ``..``."""
+    """Normalise a workspace-relative path; reject absolute paths, ``..``, NUL bytes and
+    names the filesystem cannot encode (lone surrogates)."""
+    try:
+        if "\0" in path:
+            raise ValueError("a NUL byte")
+        os.fsencode(path)
+    except (ValueError, TypeError) as e:  # UnicodeEncodeError is a ValueError
+        raise ConfigError("<sandbox>", "files", f"{path!r} is no usable file name: {e}") from None
     norm = os.path.normpath(path)
     if os.path.isabs(path) or norm == ".." or norm.startswith("../") or norm == ".":
         raise ConfigError("<sandbox>", "files", f"{path!r} must be a relative path inside the "
