@@ -1,10 +1,11 @@
 """The body of one fork-server child, after the fork (stdlib only; runs INSIDE the sandbox).
 
-Not imported: ``forkserver.py`` sends ``_fs_isolation.py``, this file and
-``_fs_server.py`` as one program text, so these functions find the server's names
-(``PROGRAMS``, ``apply_seccomp``) defined. ``child_main`` runs Python code in the forked
-child (fork-server), ``exec_child_main`` execs a program (warm sandboxes). A failed
-isolation is reported on the setup pipe, which no program ever holds.
+Not imported: ``forkserver.py`` sends ``_fs_isolation.py``, ``_fs_exec_isolation.py``,
+this file and ``_fs_server.py`` as one program text, so these functions find the
+server's names (``PROGRAMS``, ``apply_seccomp``) defined. ``child_main`` runs Python
+code in the forked child (fork-server), ``exec_child_main`` execs a program (warm
+sandboxes). A failed isolation is reported on the setup socket, which no program ever
+holds.
 """
 
 import ctypes
@@ -33,7 +34,7 @@ def _close_fds_from_3():
 
 
 def _isolation_failed(setup_w, e):
-    """Report a failed isolation on the setup pipe (which no program ever holds: the
+    """Report a failed isolation on the setup socket (which no program ever holds: the
     program's own exit status and output could say anything) and exit."""
     try:
         os.write(setup_w, f"cannot isolate the execution: {e}".encode()[:4000])
@@ -43,7 +44,7 @@ def _isolation_failed(setup_w, e):
 
 def _set_rlimits(rlimits, setup_w):
     """Apply ``(resource, soft, hard)`` triples; a limit the kernel refuses (above the
-    server's own hard limit) is the sandbox's failure, reported on the setup pipe: the
+    server's own hard limit) is the sandbox's failure, reported on the setup socket: the
     program must never run with other limits than asked for."""
     try:
         for res, soft, hard in rlimits:
@@ -105,7 +106,7 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     # the server tells an execution's processes from what finished ones left
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     _set_rlimits(req["rlimits"], setup_w)
-    _close_fds_from_3()  # control and setup pipes, other executions' pipes, pidfds
+    _close_fds_from_3()  # control pipes, setup sockets, other executions' pipes, pidfds
     # signals, sys.argv, sys.path[0] and $TMPDIR/$HOME were set by the server for us
     code = 0
     try:

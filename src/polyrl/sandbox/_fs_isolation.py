@@ -1,14 +1,14 @@
 """Isolation of one fork-server execution (stdlib only; runs INSIDE the sandbox).
 
-Not imported: ``forkserver.py`` sends this file's text followed by ``_fs_server.py``'s as
-one program (``python -c``), so the server finds these names defined. ``Isolation`` is
-that of fork-server children (``namespaces``, or the ``landlock`` fallback),
-``ExecIsolation`` that of warm-sandbox executions. See ``_fs_server.py``.
+Not imported: ``forkserver.py`` sends this file's text followed by those of
+``_fs_exec_isolation.py``, ``_fs_child.py`` and ``_fs_server.py`` as one program
+(``python -c``), so the server finds these names defined. ``Isolation`` is that of
+fork-server children (``namespaces``, or the ``landlock`` fallback); ``ExecIsolation``
+(``_fs_exec_isolation.py``) that of warm-sandbox executions. See ``_fs_server.py``.
 """
 
 import ctypes
 import os
-import resource
 import shutil
 import struct
 
@@ -313,12 +313,6 @@ def choose_isolation(preferred, private_network=False):
     return None, errors
 
 
-_PR_CAPBSET_DROP = 24
-_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS = 0x80086601, 0x40086602
-_SYS_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
-_EXEC_EMPTIED = ("/workspace", "/tmp", "/dev/shm")  # writable by the program; emptied
-
-
 def _scoped_ruleset(fs_all, rules):
     """A Landlock ruleset (ABI >= 6) handling ``fs_all`` file rights, granting ``rules``
     (``(path, rights)``; missing paths skipped) and scoping signals and abstract unix
@@ -343,175 +337,6 @@ def _scoped_ruleset(fs_all, rules):
     return rs
 
 
-class ExecIsolation:
-    """Isolation of one *exec* job of a warm sandbox (``Sandbox.run``'s fast path).
-
-    A warm sandbox runs one execution at a time, so the Landlock ruleset is static and
-    built once: read/execute everywhere, read/write beneath ``/workspace``, ``/tmp`` and
-    ``/dev/shm``, writes to the device files of ``/dev``; signals and abstract unix
-    sockets scoped to the execution (ABI >= 6: the program can neither signal the server
-    nor reach its sockets). Each child joins a fresh user (own RLIMIT_NPROC count, same
-    uid), IPC and UTS namespace, drops every capability, bounding set included, and
-    restricts itself to the ruleset. The network namespace is the warm sandbox's
-    (loopback only): a fresh one costs ~1.2 ms of CPU per execution (measured), so
-    instead a sandbox whose TCP sockets outlive an execution (TIME_WAIT) is replaced.
-
-    Between executions (``reset``) the server empties the writable directories and
-    restores what a program may change without write access elsewhere: modes, times and
-    user xattrs of those directories and of ``/dev``'s, and checks its own rlimits,
-    priority and CPU affinity (another process of the same uid may change those; the
-    server cannot undo all of it, so it reports itself spoiled and the host replaces it).
-
-    Raises (constructor): OSError when the kernel lacks Landlock ABI 6.
-    """
-
-    kind = "exec"
-    landlock = None
-
-    def __init__(self):
-        abi = _syscall(_SYS_CREATE, None, 0, 1)
-        if abi < 6:
-            raise OSError(0, f"Landlock ABI {abi} < 6 (needs signal scoping, Linux >= 6.12)")
-        self.abi = abi
-        fs_all = _FS_RIGHTS_BY_ABI.get(abi, _FS_RIGHTS_BY_ABI[5])
-        # one execution per sandbox: everything may be read (as in a cold sandbox)
-        rules = [("/", _RO), ("/dev", _RO | _FS_WRITE_FILE | _FS_IOCTL_DEV)]
-        rules += [(d, fs_all & ~_FS_MAKE_DEVICES) for d in _EXEC_EMPTIED if os.path.isdir(d)]
-        self.ruleset = _scoped_ruleset(fs_all, rules)
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            self.caps = range(int(f.read()) + 1)
-        uid, gid = os.getuid(), os.getgid()
-        self.uid_map = f"{uid} {uid} 1".encode()
-        self.gid_map = f"{gid} {gid} 1".encode()
-        # mount points inside the emptied directories (read-only binds of the Python
-        # installation when it lives under /tmp) and the directories leading to them
-        self.mounts = _mounts_beneath(_EXEC_EMPTIED)
-        self.mount_ids = {m: _mount_id(m) for m in self.mounts}
-        self.keep = set(self.mounts)
-        for m in self.mounts:
-            parent = os.path.dirname(m)
-            while parent not in _EXEC_EMPTIED and parent != "/":
-                self.keep.add(parent)
-                parent = os.path.dirname(parent)
-        # what a program of the same uid could change and the next one would see
-        dirs = list(_EXEC_EMPTIED) + sorted(p for p in self.keep if p not in self.mounts) + [
-            "/dev"] + [
-            "/dev/" + n for n in sorted(os.listdir("/dev"))
-            if os.path.isdir("/dev/" + n) and not os.path.islink("/dev/" + n)]
-        self.dirs = {}  # parents first: a parent made unreadable hides its children
-        for d in sorted(dict.fromkeys(dirs), key=lambda d: d.count("/")):
-            try:
-                st = os.stat(d)
-            except OSError:
-                continue
-            if st.st_uid == uid:  # only its owner may chmod, utime, chattr, set xattrs
-                self.dirs[d] = (st.st_mode & 0o7777, st.st_atime_ns, st.st_mtime_ns)
-        self.flags = {d: _get_flags(d) for d in self.dirs}
-        self.seen = self._stats()
-        self.state = self._own_state()
-
-    def enter(self):
-        """In the forked child: namespaces, uid map, no capabilities, Landlock.
-
-        Raises OSError."""
-        _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
-        if _libc.unshare(0x10000000 | 0x08000000 | 0x04000000) != 0:  # USER | IPC | UTS
-            raise OSError(ctypes.get_errno(), "unshare")
-        _write("/proc/self/setgroups", b"deny")
-        _write("/proc/self/uid_map", self.uid_map)
-        _write("/proc/self/gid_map", self.gid_map)
-        prctl = _libc.prctl
-        for cap in self.caps:
-            if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
-        if _syscall(_SYS_RESTRICT, self.ruleset, 0) != 0:
-            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
-        _drop_caps()
-        apply_seccomp()
-        _libc.prctl(4, 0, 0, 0, 0)  # not dumpable until exec (exec resets it)
-
-    @staticmethod
-    def _own_state():
-        """The server's rlimits, nice value, CPU affinity, scheduling policy and I/O
-        priority (a process of the same uid may change them: prlimit, setpriority,
-        sched_setaffinity, sched_setscheduler, ioprio_set)."""
-        limits = tuple(resource.getrlimit(getattr(resource, n)) for n in sorted(
-            n for n in dir(resource) if n.startswith("RLIMIT_")))
-        ioprio = _syscall(_SYS_IOPRIO_GET, 1, 0) if _SYS_IOPRIO_GET else None
-        return (limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getaffinity(0),
-                os.sched_getscheduler(0), os.sched_getparam(0).sched_priority, ioprio)
-
-    def reset(self):
-        """In the server, after every process of the execution is gone: empty and restore
-        the writable directories. Returns None, or why this sandbox must not run another
-        execution (then the server exits after its reply)."""
-        tcp = _sockets_left()
-        seen = self._stats()
-        if not tcp and seen == self.seen and self._own_state() == self.state:
-            return None  # no entry made or removed, no chmod, utime or xattr: as before
-        problems = [tcp] if tcp else []
-        for d, (mode, _, _) in self.dirs.items():
-            try:
-                if os.stat(d).st_mode & 0o7777 != mode:
-                    os.chmod(d, mode)
-                try:
-                    names = os.listxattr(d)
-                except OSError:  # a filesystem without xattrs (devpts, mqueue)
-                    names = []
-                for name in names:
-                    if name.startswith(("user.", "system.posix_acl_")):
-                        os.removexattr(d, name)
-                _restore_flags(d, self.flags.get(d))
-            except OSError as e:
-                problems.append(f"{d}: {e}")
-        for d in _EXEC_EMPTIED:
-            try:
-                if any(os.path.join(d, n) not in self.keep for n in os.listdir(d)) or (
-                        self.keep and d == "/tmp"):
-                    _empty(d, self.keep)
-            except OSError as e:
-                problems.append(f"{d}: {e}")
-        moved = [m for m in self.mounts if _mount_id(m) != self.mount_ids[m]]
-        if moved:
-            problems.append(f"mount points moved away: {moved}")
-        for d, (_, atime, mtime) in self.dirs.items():
-            try:
-                st = os.stat(d)
-                if (st.st_atime_ns, st.st_mtime_ns) != (atime, mtime):
-                    os.utime(d, ns=(atime, mtime))
-            except OSError as e:
-                problems.append(f"{d}: {e}")
-        if self._own_state() != self.state:
-            problems.append("the server's rlimits or scheduling were changed")
-        self.seen = self._stats()
-        return "; ".join(problems) or None
-
-    def _stats(self):
-        """Mode, atime, mtime and ctime of the watched directories (any entry made or
-        removed changes mtime; chmod, utime and xattrs change ctime)."""
-        out = []
-        for d in self.dirs:
-            try:
-                st = os.stat(d)
-                out.append((st.st_mode, st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns))
-            except OSError:
-                out.append(None)
-        return out
-
-
-def _mount_id(path):
-    """What is mounted at ``path`` now: (device, inode) of its root, or None when
-    ``path`` is no mount point or goes through a symlink (a program may swap or move
-    the directories leading to mount points: the name alone proves nothing)."""
-    try:
-        if os.path.realpath(path) != path or not os.path.ismount(path):
-            return None
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def _mounts_beneath(roots):
     """Mount points strictly beneath any of ``roots`` (from /proc/self/mountinfo)."""
     found = []
@@ -524,96 +349,3 @@ def _mounts_beneath(roots):
     except OSError:
         pass
     return found
-
-
-def _sockets_left():
-    """None, or a reason when sockets outlive the execution's processes: TCP in
-    TIME_WAIT (or closing), or anything kept in flight by a unix socket that carries
-    its own fd (SCM_RIGHTS), which only the kernel's garbage collector frees, later.
-    They hold ports, or deleted files' space in /tmp: the next execution needs a fresh
-    sandbox. Read from this network namespace's counters in /proc/net/sockstat (O(1);
-    /proc/net/tcp walks the whole host's hash table: 4 ms here)."""
-    try:
-        with open("/proc/net/sockstat", "rb") as f:
-            text = f.read().decode()
-    except OSError:
-        return None
-    counts = {}
-    for line in text.splitlines():
-        head, _, rest = line.partition(":")
-        words = rest.split()
-        counts.update({f"{head} {k}": v for k, v in zip(words[::2], words[1::2], strict=False)})
-    left = [k for k in ("sockets used", "TCP inuse", "TCP orphan", "TCP tw")
-            if counts.get(k, "0") != "0"]
-    return f"sockets of the last execution linger ({', '.join(left)})" if left else None
-
-
-def _get_flags(path):
-    """The inode flags of ``path`` (chattr; FS_IOC_GETFLAGS), or None if unsupported."""
-    buf = ctypes.c_long(0)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        return buf.value if _libc.ioctl(fd, _FS_IOC_GETFLAGS, ctypes.byref(buf)) == 0 else None
-    finally:
-        os.close(fd)
-
-
-def _restore_flags(path, flags):
-    """Set ``path``'s inode flags back to ``flags`` if a program changed them. OSError."""
-    if flags is None or _get_flags(path) in (None, flags):
-        return
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        if _libc.ioctl(fd, _FS_IOC_SETFLAGS, ctypes.byref(ctypes.c_long(flags))) != 0:
-            raise OSError(ctypes.get_errno(), "FS_IOC_SETFLAGS " + path)
-    finally:
-        os.close(fd)
-
-
-def _empty(path, keep=frozenset()):
-    """Remove everything beneath ``path`` (inside the sandbox: it can harm nothing else)
-    but the paths in ``keep``: mount points (read-only binds of the Python installation
-    when it lives under /tmp) and the directories that lead to them, which are emptied
-    of everything else.
-
-    Python first (no symlink is followed, read-only directories made writable); what
-    that cannot remove (very deep trees) goes to ``chmod -R`` and ``rm -rf``. Raises
-    OSError when something is left."""
-    def fix(func, p, exc):
-        os.chmod(os.path.dirname(p), 0o700)  # inside the sandbox only: links are harmless
-        if os.path.isdir(p) and not os.path.islink(p):
-            os.chmod(p, 0o700)
-            shutil.rmtree(p)
-        else:
-            func(p)
-
-    def removable():
-        return [os.path.join(path, n) for n in os.listdir(path)
-                if os.path.join(path, n) not in keep]
-
-    for name in os.listdir(path):
-        p = os.path.join(path, name)
-        if p in keep:
-            if not os.path.ismount(p):
-                _empty(p, keep)  # a directory leading to a mount point
-            continue
-        try:
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, 0o700)
-                shutil.rmtree(p, onerror=fix)
-            else:
-                os.unlink(p)
-        except (OSError, RecursionError):
-            continue
-    left = removable()
-    if left:
-        # no subprocess module: importing it would grow the server, and every fork
-        for argv in (["chmod", "-R", "u+rwx", "--", *left],
-                     ["rm", "-rf", "--one-file-system", "--", *left]):
-            pid = os.posix_spawnp(argv[0], argv, {"PATH": "/usr/bin:/bin"})
-            os.waitpid(pid, 0)
-        if removable():
-            raise OSError(f"could not empty {path}")

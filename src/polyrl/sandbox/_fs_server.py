@@ -217,7 +217,7 @@ def main():
         sys.path[:] = [p for p in sys.path if os.path.isabs(p) and not p.startswith(
             ("/workspace", "/tmp", "/dev"))]
         try:
-            iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_isolation.py)
+            iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_exec_isolation.py)
         except OSError as e:
             iso, iso_errors = None, {"exec": str(e)}
     else:
@@ -307,7 +307,7 @@ def main():
             shutil.rmtree(jobdir, ignore_errors=True)
 
     def fork_child(job, body, close_after=-1):
-        """Stdin, output and setup pipes, fork; the child runs ``body(stdin_fd, out_w,
+        """Stdin and output pipes, setup socket, fork; the child runs ``body(stdin_fd, out_w,
         err_w, setup_w)`` and never returns. False (an error reply sent) on failure."""
         fds = []
         try:

@@ -50,7 +50,8 @@ DEFAULT_PRELOAD = ("typing", "math", "re", "collections", "itertools", "functool
 once in the server instead of once per execution is most of the fork-server's win)."""
 
 _SERVER_SRC = "\n".join(Path(__file__).with_name(name).read_text()  # one program, isolation first
-                        for name in ("_fs_isolation.py", "_fs_child.py", "_fs_server.py"))
+                        for name in ("_fs_isolation.py", "_fs_exec_isolation.py", "_fs_child.py",
+                                     "_fs_server.py"))
 _HEAD = struct.Struct(">III")  # reply: JSON length, stdout length, stderr length
 _LEN = struct.Struct(">I")  # request: JSON length
 ISOLATIONS = ("landlock", "namespaces")
