@@ -53,3 +53,22 @@ def test_rlimits_beyond_what_the_kernel_holds_mean_no_limit_and_caps_compare():
     assert rlimits_beyond(Limits(max_pids=65).rlimits(), cap) == ["max_pids"]
     assert rlimits_beyond(Limits().rlimits(), cap) == []
     assert rlimits_beyond(cap, huge) == []
+
+
+def test_a_kernel_sigkill_after_half_the_cpu_budget_is_the_cpu_limit():
+    """RLIMIT_CPU's tick-sampled clock can kill a busy process while rusage (precise)
+    reads well under the budget: a SIGKILL the sandbox did not send is the CPU limit once
+    half the budget is used (measured under load: 0.73 s of 1 s, 1.6 s of 2 s)."""
+    from polyrl.sandbox.result import to_exec_result
+    from polyrl.sandbox.runner import RawRun
+
+    def limit_hit(cpu_s: float, sig: int | None = 9, killed_for: str | None = None):
+        raw = RawRun(returncode=None if sig else 0, term_signal=sig, stdout=b"", stderr=b"",
+                     stdout_truncated=False, stderr_truncated=False, wall_s=3.0,
+                     cpu_s=cpu_s, peak_memory_mib=10.0, killed_for=killed_for)
+        return to_exec_result(["p"], raw, Limits(cpu_s=2), 0.0, shell_status=False).limit_hit
+
+    assert limit_hit(1.6) == limit_hit(0.73 * 2) == limit_hit(2.01) == "cpu_s"
+    assert limit_hit(0.5) is None  # killed early by something else (itself, the OOM killer)
+    assert limit_hit(1.9, sig=None) is None  # finished in time
+    assert limit_hit(1.9, killed_for="timeout_s") == "timeout_s"

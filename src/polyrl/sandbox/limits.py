@@ -23,8 +23,13 @@ class Limits:
         timeout_s: wall-clock seconds from start until the whole process tree is
             killed (SIGTERM, then SIGKILL after ``kill_grace_s``). ``limit_hit="timeout_s"``.
         cpu_s: CPU seconds (user + system) per process (``RLIMIT_CPU``, rounded up to whole
-            seconds, SIGKILL at the limit); independent of machine load, so verdicts do not
-            change when the host is busy.
+            seconds, SIGKILL at the limit); counts the program's own CPU time, not the wall
+            time that a busy host stretches. The kernel samples it at each timer tick,
+            which over-charges a busy process sharing its core with many short-lived ones:
+            measured, killed after 1.93-2.0 s of a 2 s budget with as many executions as
+            CPUs, after 1.6-1.7 s with 3 executions on 2 CPUs. Admission (at most one
+            execution per CPU) keeps verdicts near the limit stable; oversubscribing the
+            host (several processes with their own sandboxes) does not.
         memory_mib: address-space limit per process in MiB (``RLIMIT_AS``); allocations
             beyond it fail (MemoryError / ENOMEM).
         max_pids: processes *and threads* the execution may have at once
