@@ -45,7 +45,8 @@ Limitations (real hazards, read before trusting a verdict):
   The fork-server's private tmpfs hold at most one file per 4 KiB of their size; bwrap
   offers no such cap, so in a bwrap execution's ``/tmp`` and ``/dev/shm`` only
   ``timeout_s`` bounds them (measured: ~100,000 empty files/s, ~80 MiB/s of
-  unreclaimable kernel memory until the execution ends).
+  unreclaimable kernel memory until the execution ends), as it bounds what a bwrap
+  execution writes to its ``/workspace``, a host directory (``max_file_mib`` files).
 - ``limit_hit="memory_mib"`` / ``"max_pids"`` are read from the program's own failure
   message (MemoryError, EAGAIN from fork); the kernel only makes the call fail.
 - Cold executions: bwrap reports "killed by signal N" as exit code 128+N, so a program
