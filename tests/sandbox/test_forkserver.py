@@ -23,6 +23,11 @@ def test_forkserver_basics(fs: ForkServer):
     r = fs.run_python("open('o.txt', 'w').write(open('in.txt').read() * 2)",
                       files={"in.txt": "ab"}, collect=["o.txt"])
     assert r.files == {"o.txt": b"abab"}
+    from pathlib import Path  # os.PathLike names too; the keys are str
+
+    r = fs.run_python("open('o.txt', 'w').write(open('in.txt').read() * 2)",
+                      files={Path("in.txt"): "c"}, collect=[Path("o.txt")])
+    assert r.files == {"o.txt": b"cc"}
 
 
 def test_forkserver_fresh_workspace_each_run(fs: ForkServer):
@@ -436,6 +441,35 @@ except OSError:
             fs.run_python("pass", files={"a\0b": "x"})
         with pytest.raises(ConfigError, match="no usable file name"):
             fs.run_python("pass", collect=["\ud800x"])
+
+
+def test_many_workers_do_not_run_out_of_server_fds():
+    """The server holds a few fds per running execution: 260 at once (a big host's
+    default ``workers``) must not hit a 1024-fd limit of the server (they did)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    lim = Limits(timeout_s=30, cpu_s=5, max_pids=4)
+    with ForkServer(preload=[], limits=lim, workers=260) as fs, ThreadPoolExecutor(260) as ex:
+        results = list(ex.map(lambda _: fs.run_python("import time; time.sleep(1)",
+                                                      collect=["x"]), range(260)))
+    assert all(r.exit_code == 0 for r in results)
+
+
+def test_landlock_job_directories_are_removed_even_when_made_read_only():
+    """Under ``landlock`` the workspaces share the server's /tmp: what a program leaves in
+    a directory it made read-only must still be freed, or the space is gone for every
+    later execution."""
+    import ctypes
+
+    if ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+        pytest.skip("this kernel has no Landlock")
+    code = "import os; os.mkdir('d'); open('d/f', 'wb').write(b'x' * (12 << 20)); os.chmod('d', 0o500)"
+    lim = Limits(max_file_mib=16)  # the server's /tmp: 16 + 64 MiB
+    with ForkServer(preload=[], limits=lim, workers=1, isolation="landlock") as fs:
+        for _ in range(8):  # 96 MiB in all
+            assert fs.run_python(code).exit_code == 0
+        res = fs.run_python("open('f', 'wb').write(b'x' * (12 << 20))")
+        assert res.exit_code == 0, res.stderr
 
 
 def test_children_import_what_the_server_did_not(fs):

@@ -72,3 +72,12 @@ def test_a_kernel_sigkill_after_half_the_cpu_budget_is_the_cpu_limit():
     assert limit_hit(0.5) is None  # killed early by something else (itself, the OOM killer)
     assert limit_hit(1.9, sig=None) is None  # finished in time
     assert limit_hit(1.9, killed_for="timeout_s") == "timeout_s"
+    # the kernel never sends SIGXCPU (soft == hard): one without the CPU time is the
+    # program's own; a shell's exit 137 for its killed child reads as SIGKILL everywhere
+    assert limit_hit(0.0, sig=24) is None and limit_hit(1.9, sig=24) == "cpu_s"
+    raw = RawRun(returncode=137, term_signal=None, stdout=b"", stderr=b"",
+                 stdout_truncated=False, stderr_truncated=False, wall_s=3.0, cpu_s=1.9,
+                 peak_memory_mib=10.0, killed_for=None)
+    for shell_status in (False, True):
+        res = to_exec_result(["sh"], raw, Limits(cpu_s=2), 0.0, shell_status=shell_status)
+        assert res.limit_hit == "cpu_s"

@@ -72,3 +72,12 @@ def test_raise_errors_false_returns_typed_error(monkeypatch):
     res = Sandbox().run(["true"], raise_errors=False)
     assert res.error == "SandboxUnavailableError" and "POLYRL_BWRAP" in res.error_message
     assert not res.ok and res.exit_code is None
+
+
+def test_path_names_for_files_and_collect(box: Sandbox):
+    """``os.PathLike`` names work as ``str`` ones; ``ExecResult.files`` keys are ``str``."""
+    from pathlib import Path
+
+    res = box.run_python("open('b.txt', 'w').write(open('a.txt').read() * 2)",
+                         files={Path("a.txt"): "hi"}, collect=[Path("b.txt")])
+    assert res.files == {"b.txt": b"hihi"}

@@ -47,6 +47,9 @@ Limitations (real hazards, read before trusting a verdict):
   ``timeout_s`` bounds them (measured: ~100,000 empty files/s, ~80 MiB/s of
   unreclaimable kernel memory until the execution ends), as it bounds what a bwrap
   execution writes to its ``/workspace``, a host directory (``max_file_mib`` files).
+- ``collect`` returns regular files of at most 64 MiB, never through a symlink. A file
+  the program made unreadable (mode 0, or in a directory without search permission)
+  is left out, except by a cold execution run as root (the host reads it anyway).
 - ``limit_hit="memory_mib"`` / ``"max_pids"`` are read from the program's own failure
   message (MemoryError, EAGAIN from fork); the kernel only makes the call fail.
 - Cold executions: bwrap reports "killed by signal N" as exit code 128+N, so a program

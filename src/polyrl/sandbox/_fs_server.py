@@ -130,7 +130,11 @@ def _remove(jobdir):
         os.rmdir(jobdir + "/t")
         os.rmdir(jobdir)
     except OSError:
-        shutil.rmtree(jobdir, ignore_errors=True)
+        try:  # directories the program made read-only too: the space must come back
+            _empty(jobdir)  # noqa: F821 (from _fs_exec_isolation.py)
+            os.rmdir(jobdir)
+        except OSError:
+            shutil.rmtree(jobdir, ignore_errors=True)
 
 
 def read_setup(fd):
@@ -294,10 +298,12 @@ def main():
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "wb") as f:
                     f.write(base64.b64decode(b64))
-            iso_fd = iso.prepare(jobdir)
             # before the program may rename its workspace and put a link in its place
             job.root_fd = os.open(jobdir + "/w", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            iso_fd = iso.prepare(jobdir)
         except OSError as e:
+            if job.root_fd >= 0:
+                os.close(job.root_fd)
             shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return

@@ -223,6 +223,7 @@ def prepare(
     extra_env: dict[str, str] | None = None,
     extra_binds: list[tuple[str, str, bool]] | None = None,
     seccomp: bool = True,
+    nofile: int = 1024,
 ) -> Prepared:
     """Build the bwrap command line and child setup for one execution.
 
@@ -236,6 +237,7 @@ def prepare(
         seccomp: load ``seccomp.deny_filter()`` for the program (``--seccomp``); False
             for a fork-server or warm sandbox, whose children load it themselves after
             their own namespaces are made. Call ``Prepared.close()`` after the start.
+        nofile: the program's ``RLIMIT_NOFILE`` (a fork-server's is larger).
 
     Raises:
         SandboxUnavailableError: bwrap or the host view is not available.
@@ -276,7 +278,7 @@ def prepare(
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--chdir", inner_cwd(cwd), "--"] + list(argv)
 
-    rl = limits.rlimits()
+    rl = limits.rlimits(nofile=nofile)
     # RLIMIT_NPROC counts bwrap's own monitor process outside the sandbox (same user),
     # and, without a private uid, every other process of this user on the host
     extra = 1 + (0 if slot is not None else _count_user_processes(os.getuid()))

@@ -23,6 +23,7 @@ import base64
 import itertools
 import json
 import os
+import resource
 import struct
 import subprocess
 import sys
@@ -40,7 +41,7 @@ from polyrl.sandbox.pool import FairGate, available_cpus
 from polyrl.sandbox.result import to_exec_result
 from polyrl.sandbox.runner import RawRun
 from polyrl.sandbox.transcript import Transcript
-from polyrl.sandbox.workspace import _safe_rel
+from polyrl.sandbox.workspace import _safe_rel, collect_names
 from polyrl.types import ExecResult
 
 DEFAULT_PRELOAD = ("typing", "math", "re", "collections", "itertools", "functools", "string",
@@ -81,13 +82,15 @@ class _Server:
         python: interpreter of the server.
         workspace_path: host directory mounted at ``/workspace`` (None: a private tmpfs).
         slot: the private uid slot the server runs as (root only); released with it.
+        nofile: the server's ``RLIMIT_NOFILE`` (a few fds per running execution).
 
     Raises:
         SandboxError: the server did not start or reported no working isolation.
     """
 
     def __init__(self, cfg: dict, server_lim: Limits, python: str, *,
-                 workspace_path: str | None = None, slot: SlotLock | None = None) -> None:
+                 workspace_path: str | None = None, slot: SlotLock | None = None,
+                 nofile: int = 1024) -> None:
         self.lock = threading.Lock()
         self.pending: dict[int, tuple[Future, float]] = {}
         self.dead: str | None = None
@@ -97,7 +100,7 @@ class _Server:
             cfg = {**cfg, "seccomp": base64.b64encode(flt).decode() if flt else None}
             prep = bwrap_backend.prepare(
                 [python, "-c", _SERVER_SRC, json.dumps(cfg)], server_lim,
-                workspace_path, slot=slot, python=python, seccomp=False)
+                workspace_path, slot=slot, python=python, seccomp=False, nofile=nofile)
         except BaseException:
             self._release()
             raise
@@ -300,7 +303,10 @@ class ForkServer:
         self.isolation_pref = isolation
         self.programs = dict(programs or {})
         self.private_network = private_network
-        self._server_rlimits = self._server_limits().rlimits()
+        # the server holds ~5 fds per running execution; its children get 1024 each
+        self._nofile = min(max(1024, 16 * self.workers + 256),
+                           resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        self._server_rlimits = self._server_limits().rlimits(nofile=self._nofile)
         self.transcript = Transcript(transcript_path) if transcript_path else None
         self._slots = FairGate(2 * self.workers)  # first come, first served
         self._start_lock = threading.Lock()
@@ -349,7 +355,7 @@ class ForkServer:
                        "private_network": self.private_network}
                 # children's workspaces are their own tmpfs (namespaces) or directories of
                 # the server's private /tmp (landlock): nothing on the host
-                self._server = _Server(cfg, server_lim, self.python,
+                self._server = _Server(cfg, server_lim, self.python, nofile=self._nofile,
                                        slot=SlotLock() if os.geteuid() == 0 else None)
             return self._server
 
@@ -445,10 +451,9 @@ class ForkServer:
                 raw = content.encode() if isinstance(content, str) else bytes(content)
                 enc_files[_safe_rel(rel)] = base64.b64encode(raw).decode()
             req["files"] = enc_files
+        collect = collect_names(collect)  # ConfigError for "../x" or "/x", as Sandbox.run
         if collect:
-            for rel in collect:
-                _safe_rel(rel)  # ConfigError for "../x" or "/x", as Sandbox.run
-            req["collect"] = list(collect)
+            req["collect"] = collect
         started = time.time()
         with self._slots:
             server = self._get_server()

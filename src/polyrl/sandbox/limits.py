@@ -79,12 +79,15 @@ class Limits:
         """``max_output_kib`` in bytes."""
         return int(self.max_output_kib * 1024)
 
-    def rlimits(self, extra_memory_mib: int = 0) -> list[tuple[int, int, int]]:
+    def rlimits(self, extra_memory_mib: int = 0,
+                nofile: int = 1024) -> list[tuple[int, int, int]]:
         """``(resource, soft, hard)`` triples to apply with ``setrlimit`` before exec.
 
         Args:
             extra_memory_mib: added to ``memory_mib`` (the fork-server's inherited
                 interpreter is not the program's fault).
+            nofile: open files (``RLIMIT_NOFILE``); a program gets 1024, a fork-server
+                more (it holds a few fds per running execution).
         """
         cpu = _rlim(max(1, math.ceil(self.cpu_s)))
         mem = _rlim(int((self.memory_mib + extra_memory_mib) * 1024 * 1024))
@@ -96,7 +99,7 @@ class Limits:
             (resource.RLIMIT_NPROC, pids, pids),
             (resource.RLIMIT_FSIZE, fsize, fsize),
             (resource.RLIMIT_CORE, 0, 0),
-            (resource.RLIMIT_NOFILE, 1024, 1024),
+            (resource.RLIMIT_NOFILE, nofile, nofile),
         ]
 
 

@@ -37,10 +37,14 @@ def to_exec_result(argv: list[str], raw: RawRun, limits: Limits, started_at: flo
         # RLIMIT_CPU counts whole seconds (ceil) of the kernel's tick-sampled CPU clock,
         # which over-charges a busy process that shares its core with short-lived ones:
         # rusage (precise) then reads less at the kill (measured: 1.6 s of a 2 s budget
-        # with 3 executions on 2 cores, 0.73 of 1 s once under heavier load). A SIGKILL
-        # that the sandbox did not send, after half the budget, is that limit.
+        # with 3 executions on 2 cores, 0.73 of 1 s once under heavier load). So a
+        # SIGKILL that the sandbox did not send, after half the budget, is that limit;
+        # also when a shell reports it for its child (exit 137: the same on every path,
+        # as a cold execution reads any 128+N), and never without the CPU time (the
+        # kernel never sends SIGXCPU here: soft == hard; a program may send it itself).
         cpu_budget = math.ceil(limits.cpu_s)
-        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and raw.cpu_s >= 0.5 * cpu_budget):
+        killed = sig in (signal.SIGKILL, signal.SIGXCPU) or exit_code == 128 + signal.SIGKILL
+        if killed and raw.cpu_s >= 0.5 * cpu_budget:
             limit = "cpu_s"
         elif sig == signal.SIGXFSZ or _FSIZE.search(raw.stderr[-4096:]):
             limit = "max_file_mib"

@@ -20,7 +20,7 @@ from polyrl.sandbox.runner import run_process
 from polyrl.sandbox.transcript import Transcript
 from polyrl.sandbox.warm import fits as warm_fits
 from polyrl.sandbox.warm import warm_pool
-from polyrl.sandbox.workspace import Workspace, _safe_rel
+from polyrl.sandbox.workspace import Workspace, collect_names
 from polyrl.types import ExecResult
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ class Sandbox:
             ConfigError: bad ``files`` paths or limits.
         """
         lim = resolve_limits(limits, self.limits)
+        collect = collect_names(collect)  # str keys of ExecResult.files on every path
         try:
             return self._run(argv, files=files, lim=lim, stdin=stdin, collect=collect, cwd=cwd,
                              env=env)
@@ -147,8 +148,6 @@ class Sandbox:
                   env: dict[str, str] | None) -> ExecResult | None:
         """One execution in a warm sandbox; None when none can run here (then cold)."""
         argv = _argv_list(argv)
-        for rel in collect or []:
-            _safe_rel(rel)  # as a cold execution's Workspace.collect
         data = stdin.encode() if isinstance(stdin, str) else stdin
         pool = warm_pool(self.python, lim.max_file_mib)
         started = time.time()

@@ -40,10 +40,11 @@ def _base_dir() -> str:
     return private_dir("polyrl-sandbox-ws", 0o711)  # the sandbox uid may traverse, not list
 
 
-def _safe_rel(path: str) -> str:
-    """Normalise a workspace-relative path; reject absolute paths, ``..``, NUL bytes and
-    names the filesystem cannot encode (lone surrogates)."""
+def _safe_rel(path: str | os.PathLike[str]) -> str:
+    """Normalise a workspace-relative path (``str`` or ``os.PathLike``); reject absolute
+    paths, ``..``, NUL bytes and names the filesystem cannot encode (lone surrogates)."""
     try:
+        path = os.fspath(path)
         if "\0" in path:
             raise ValueError("a NUL byte")
         os.fsencode(path)
@@ -54,6 +55,20 @@ def _safe_rel(path: str) -> str:
         raise ConfigError("<sandbox>", "files", f"{path!r} must be a relative path inside the "
                           "workspace (no leading '/', no '..')")
     return norm
+
+
+def collect_names(paths: list[str] | list[os.PathLike[str]] | None) -> list[str] | None:
+    """``paths`` (names of workspace files to collect) as ``str``, each checked as
+    :func:`_safe_rel` does: the keys of ``ExecResult.files`` on every path.
+
+    Raises:
+        ConfigError: a name is absolute, escapes the workspace or is no usable file name.
+    """
+    if not paths:
+        return None
+    for rel in paths:
+        _safe_rel(rel)
+    return [os.fspath(rel) for rel in paths]
 
 
 class Workspace:
