@@ -26,7 +26,7 @@ time.
 
 Wire format. Request: 4-byte big-endian length + UTF-8 JSON ``{"id", "code" | "program",
 "stdin"?: b64, "files"?: {rel: b64}, "collect"?: [rel], "rlimits": [[res, soft, hard]],
-"timeout_s", "grace_s", "max_output_bytes", "tmp_bytes", "workspace_bytes"?}``. Reply: ``>III`` header (JSON,
+"timeout_s", "grace_s", "max_output_bytes", "tmp_bytes"}``. Reply: ``>III`` header (JSON,
 stdout, stderr lengths), JSON ``{"id", "exit_code", "signal", "stdout_truncated",
 "stderr_truncated", "wall_s", "cpu_s", "peak_memory_mib", "killed_for", "files"?: {rel:
 b64}, "error"?}``, then the raw stdout and stderr bytes.

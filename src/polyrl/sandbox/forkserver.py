@@ -304,8 +304,10 @@ class ForkServer:
         self.programs = dict(programs or {})
         self.private_network = private_network
         # the server holds ~5 fds per running execution; its children get 1024 each
-        self._nofile = min(max(1024, 16 * self.workers + 256),
-                           resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        self._nofile = max(1024, 16 * self.workers + 256)
+        if hard != resource.RLIM_INFINITY:  # never above what this process may give
+            self._nofile = min(self._nofile, hard)
         self._server_rlimits = self._server_limits().rlimits(nofile=self._nofile)
         self.transcript = Transcript(transcript_path) if transcript_path else None
         self._slots = FairGate(2 * self.workers)  # first come, first served
