@@ -404,7 +404,9 @@ class ForkServer:
 
         Args:
             stdin: bytes or text fed to standard input.
-            files: workspace-relative path -> content, written before the run.
+            files: workspace-relative path (``str`` or ``os.PathLike``) -> content,
+                written by the child before the program starts, within its
+                ``timeout_s`` (a cold execution's are written before its clock starts).
             collect: workspace files to return in ``ExecResult.files``.
 
         Raises:
