@@ -417,6 +417,7 @@ def test_collect_never_follows_the_programs_links(isolation: str):
         pytest.skip("this kernel has no Landlock")
     code = """
 import os
+assert open("in/x.txt").read() == "in"  # input files, written by the child in both
 os.makedirs("sub/deep"); open("sub/deep/real.txt", "w").write("real")
 os.symlink("/etc/passwd", "link"); os.symlink("/etc", "etc"); os.symlink("sub", "alias")
 os.mkfifo("fifo")
@@ -430,13 +431,13 @@ except OSError:
 """
     wanted = ["sub/deep/real.txt", "./sub//deep/real.txt", "link", "etc/passwd",
               "alias/deep/real.txt", "fifo", "sub/../sub/deep/real.txt", "missing", "sub",
-              "passwd", "os-release"] + [f"d{i}" for i in range(60)]
+              "passwd", "os-release", "in/x.txt"] + [f"d{i}" for i in range(60)]
     with ForkServer(preload=[], limits="strict", workers=1, isolation=isolation) as fs:
         for _ in range(18):  # directories by name: every fd closed (1024 would be the end)
-            res = fs.run_python(code, collect=wanted)
+            res = fs.run_python(code, files={"in/x.txt": "in"}, collect=wanted)
             assert res.exit_code == 0, res.stderr
             assert res.files == {"sub/deep/real.txt": b"real", "./sub//deep/real.txt": b"real",
-                                 "sub/../sub/deep/real.txt": b"real"}
+                                 "sub/../sub/deep/real.txt": b"real", "in/x.txt": b"in"}
         with pytest.raises(ConfigError, match="no usable file name"):
             fs.run_python("pass", files={"a\0b": "x"})
         with pytest.raises(ConfigError, match="no usable file name"):

@@ -53,13 +53,14 @@ def _set_rlimits(rlimits, setup_w):
         _isolation_failed(setup_w, f"limits: {e}")
 
 
-def _fill_workspace(files, setup_w, send_root):
-    """In the child's own ``/workspace`` tmpfs (``namespaces``): write ``files``
-    (``(rel, bytes)`` pairs, checked by the host) and, when ``send_root``, send the
-    server an fd of it on the setup socket (one ``W`` byte carries it), so the server
-    can collect files after the child, and its mount namespace, are gone. Raises OSError."""
+def _fill_workspace(root, files, setup_w, send_root):
+    """In the child, isolated: write ``files`` (``(rel, bytes)`` pairs, checked by the
+    host) beneath its workspace ``root`` and, when ``send_root`` (its own tmpfs, under
+    ``namespaces``), send the server an fd of it on the setup socket (one ``W`` byte
+    carries it), so the server can collect files after the child, and its mount
+    namespace, are gone. Raises OSError."""
     for rel, data in files:
-        path = "/workspace/" + rel
+        path = f"{root}/{rel}"
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
@@ -72,21 +73,21 @@ def _fill_workspace(files, setup_w, send_root):
         except OSError as e:
             raise OSError(e.errno, f"workspace file {rel!r}: {e.strerror}") from None
     if send_root:
-        root = os.open("/workspace", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         sock = socket.socket(fileno=setup_w)
         try:
-            socket.send_fds(sock, [b"W"], [root])
+            socket.send_fds(sock, [b"W"], [fd])
         finally:
             sock.detach()
-            os.close(root)
+            os.close(fd)
 
 
 def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     """Body of one forked child: isolate, limit, run ``req["code"]``, exit. Never returns.
 
     ``jobdir``: the job directory that the server made (``landlock``), or None: the
-    child's own tmpfs at ``/workspace`` gets ``files`` (``namespaces``; ``(rel, data)``
-    pairs).
+    child's own tmpfs at ``/workspace`` (``namespaces``). ``files``: ``(rel, data)``
+    pairs the child writes into its workspace once isolated.
     The server already set what every child needs (``main``): SIGPIPE/SIGTERM default,
     SIGINT raising KeyboardInterrupt, ``sys.argv == ["-c"]``, ``sys.path[0] == ""``,
     ``$TMPDIR`` and ``$HOME`` (``Isolation.prepare``)."""
@@ -96,9 +97,11 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     os.dup2(err_w, 2)
     try:
         workspace = workspace_limits(req["tmp_bytes"], files)  # noqa: F821 (_fs_isolation.py)
-        os.chdir(iso.enter(jobdir, req["tmp_bytes"], workspace))
-        if jobdir is None and (files or req.get("collect")):
-            _fill_workspace(files, setup_w, bool(req.get("collect")))
+        cwd = iso.enter(jobdir, req["tmp_bytes"], workspace)
+        os.chdir(cwd)
+        send_root = jobdir is None and bool(req.get("collect"))
+        if files or send_root:
+            _fill_workspace(cwd, files, setup_w, send_root)
         apply_seccomp()  # noqa: F821 (from _fs_isolation.py)
     except (OSError, ValueError) as e:
         _isolation_failed(setup_w, e)

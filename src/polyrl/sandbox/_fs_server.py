@@ -284,20 +284,16 @@ def main():
         if req.get("program") and req["program"] not in PROGRAMS:
             send(ctl_out, {"id": job.id, "error": f"unknown program {req['program']!r}"})
             return
-        if iso.kind == "namespaces":  # the child mounts its own workspace, writes files
+        # the child writes them once isolated (namespaces: into a tmpfs of its own)
+        files = [(rel, base64.b64decode(b64)) for rel, b64 in (req.get("files") or {}).items()]
+        if iso.kind == "namespaces":
             job.dir = None
-            files = [(rel, base64.b64decode(b64)) for rel, b64 in (req.get("files") or {}).items()]
             fork_child(job, lambda *fds: child_main(req, iso, None, files, *fds))  # noqa: F821
             return
         try:
             os.mkdir(jobdir, 0o700)
             os.mkdir(jobdir + "/w", 0o700)
             os.mkdir(jobdir + "/t", 0o700)
-            for rel, b64 in (req.get("files") or {}).items():
-                path = os.path.join(jobdir, "w", rel)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "wb") as f:
-                    f.write(base64.b64decode(b64))
             # before the program may rename its workspace and put a link in its place
             job.root_fd = os.open(jobdir + "/w", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             iso_fd = iso.prepare(jobdir)
@@ -307,7 +303,7 @@ def main():
             shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return
-        if not fork_child(job, lambda *fds: child_main(req, iso, jobdir, (), *fds),  # noqa: F821
+        if not fork_child(job, lambda *fds: child_main(req, iso, jobdir, files, *fds),  # noqa: F821
                           close_after=iso_fd):
             os.close(job.root_fd)
             shutil.rmtree(jobdir, ignore_errors=True)
