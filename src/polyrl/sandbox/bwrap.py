@@ -9,28 +9,21 @@ home; environment reduced to an allow-list; ``--die-with-parent``, ``--new-sessi
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from polyrl.sandbox import hostview
+from polyrl.sandbox import etcview, hostview
 from polyrl.sandbox import seccomp as seccomp_filter
 from polyrl.sandbox.limits import Limits
 
 WORKSPACE = "/workspace"
-_ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "ssl",
-        "ca-certificates", "nsswitch.conf", "passwd", "group", "hosts", "mime.types",
-        "protocols", "services", "os-release", "debian_version", "fonts", "resolv.conf",
-        "host.conf", "gai.conf"]
 
 
 def sandbox_env(extra: dict[str, str] | None = None, python: str | None = None) -> dict[str, str]:
@@ -60,32 +53,6 @@ def _python_binds(python: str) -> tuple[str, ...]:
     return tuple(hostview.python_paths(python))
 
 
-@functools.lru_cache(maxsize=1)
-def _etc_copy() -> str:
-    """A read-only copy of the few ``/etc`` entries programs need (never ``shadow``).
-
-    One bind mount of this copy is ~15 ms cheaper per execution than 17 bind mounts.
-    """
-    dest = tempfile.mkdtemp(prefix="polyrl-sandbox-etc-")
-    for name in _ETC:
-        src = "/etc/" + name
-        try:
-            if os.path.isdir(src) and not os.path.islink(src):
-                shutil.copytree(src, os.path.join(dest, name), symlinks=True)
-            elif os.path.lexists(src):
-                shutil.copy2(src, os.path.join(dest, name), follow_symlinks=True)
-        except OSError:
-            continue  # unreadable entry: the sandbox does without it
-    for root, dirs, files in os.walk(dest):
-        for n in dirs + files:
-            p = os.path.join(root, n)
-            if not os.path.islink(p):
-                os.chmod(p, 0o755 if os.path.isdir(p) else 0o644)
-    os.chmod(dest, 0o755)
-    atexit.register(shutil.rmtree, dest, True)
-    return dest
-
-
 def inner_cwd(cwd: str) -> str:
     """The sandbox path of ``cwd`` (relative: beneath ``/workspace``; absolute: as is)."""
     return cwd if os.path.isabs(cwd) else os.path.normpath(os.path.join(WORKSPACE, cwd))
@@ -98,7 +65,7 @@ def _system_args() -> list[str]:
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
-    return args + ["--ro-bind", _etc_copy(), "/etc"]
+    return args + ["--ro-bind", etcview.etc_view(), "/etc"]
 
 
 def _count_user_processes(uid: int) -> int:
