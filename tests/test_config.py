@@ -85,3 +85,27 @@ def test_bad_override_is_blamed_on_set_not_the_file():
     with pytest.raises(ConfigError) as e:
         load_config(None, ["train.lrr=1"])
     assert str(e.value) == "--set: train.lrr: unknown key (did you mean 'lr'?)"
+
+
+def test_a_group_of_one_is_refused_with_the_reason(tmp_path):
+    p = tmp_path / "g1.yaml"
+    p.write_text("rollout:\n  group_size: 1\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert e.value.key_path == "rollout.group_size"
+    assert str(p) in str(e.value) and "advantage is 0" in str(e.value)
+    assert load_config(None, ["rollout.group_size=2"]).rollout.group_size == 2
+
+
+def test_errors_found_after_loading_name_the_config_file(tmp_path):
+    from polyrl.eval.setup import resolve_domains
+
+    p = tmp_path / "dom.yaml"
+    p.write_text("domains:\n- id: math/arith-v1\n- id: nosuch/domain-v1\n")
+    cfg = load_config(p)
+    assert cfg.source == str(p)
+    with pytest.raises(ConfigError) as e:
+        resolve_domains(cfg)
+    assert e.value.key_path == "domains.1.id"
+    assert str(e.value).startswith(f"{p}: domains.1.id: unknown domain id 'nosuch/domain-v1'")
+    assert config_from_dict({}).source == "<config>"

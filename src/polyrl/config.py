@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from polyrl.errors import ConfigError
 
@@ -93,12 +101,21 @@ class RolloutSection(_Section):
 
     backend: Literal["hf", "openai", "vllm"] = Field("hf", description="Policy backend.")
     url: str = Field("", description="Server URL for backend='openai'.")
-    group_size: int = Field(8, ge=1, description="Samples per prompt (G).")
+    group_size: int = Field(8, ge=1, description="Samples per prompt (G), at least 2.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
     max_new_tokens: int = Field(32, gt=0, description="Max new tokens per model turn.")
     prefix_reuse: bool = Field(True, description="Prefill the prompt once per group.")
     max_turns: int = Field(4, ge=1, description="Turn budget of multi-turn episodes.")
+
+    @field_validator("group_size")
+    @classmethod
+    def _check_group_size(cls, v: int) -> int:
+        if v < 2:  # GRPO, Dr. GRPO, DAPO: advantage = reward - the group's mean
+            raise ValueError(f"must be at least 2, got {v}: advantages are relative to the "
+                             "other samples of the same prompt, so with one sample every "
+                             "advantage is 0 and nothing is learned")
+        return v
 
 
 class DomainEntry(_Section):
@@ -241,6 +258,21 @@ class RunConfig(_Section):
     sandbox: SandboxSection = Field(default_factory=SandboxSection)
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     eval: EvalSection = Field(default_factory=EvalSection)
+    _source: str = PrivateAttr(default="<config>")
+
+    @property
+    def source(self) -> str:
+        """The file this config was read from (``"--set"`` parts aside), for error
+        messages raised after loading; ``"<config>"`` when built in code."""
+        return self._source
+
+    def __eq__(self, other: object) -> bool:
+        """Equal values are equal configs, whichever file they came from."""
+        if not isinstance(other, RunConfig):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic models are
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
@@ -337,9 +369,11 @@ def config_from_dict(data: Any, file: str = "<config>") -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(file, "", f"top level must be a mapping, got {type(data).__name__}")
     try:
-        return RunConfig.model_validate(data)
+        cfg = RunConfig.model_validate(data)
     except ValidationError as e:
         raise _format_error(file, e.errors()[0], RunConfig) from None
+    cfg._source = file
+    return cfg
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:

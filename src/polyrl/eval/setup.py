@@ -36,13 +36,13 @@ def resolve_domains(cfg: RunConfig) -> list[Domain]:
         ConfigError: no domains, or an id is not registered (the message lists close ids).
     """
     if not cfg.domains:
-        raise ConfigError("<config>", "domains", "list at least one domain id")
+        raise ConfigError(cfg.source, "domains", "list at least one domain id")
     out = []
     for i, entry in enumerate(cfg.domains):
         try:
             out.append(get_domain(entry.id))
         except KeyError as e:
-            raise ConfigError("<config>", f"domains.{i}.id", str(e)) from None
+            raise ConfigError(cfg.source, f"domains.{i}.id", str(e)) from None
     # the trainer and the curriculum look domains up by the config's id
     for entry, dom in zip(cfg.domains, out, strict=True):
         if dom.id != entry.id:
@@ -148,7 +148,7 @@ def load_policy(path: str, cfg: RunConfig) -> Any:
                                         prefix_reuse=cfg.rollout.prefix_reuse)
     if backend == "vllm":
         return make_policy(f"vllm:{path}")
-    raise ConfigError("<config>", "rollout.backend",
+    raise ConfigError(cfg.source, "rollout.backend",
                       f"{backend!r} serves a remote model that polyrl run cannot update; "
                       "use 'hf' or 'vllm' (evaluate remote models with `polyrl eval`)")
 
