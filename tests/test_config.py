@@ -109,3 +109,14 @@ def test_errors_found_after_loading_name_the_config_file(tmp_path):
     assert e.value.key_path == "domains.1.id"
     assert str(e.value).startswith(f"{p}: domains.1.id: unknown domain id 'nosuch/domain-v1'")
     assert config_from_dict({}).source == "<config>"
+
+
+def test_the_algorithm_sets_its_papers_defaults_and_explicit_keys_win():
+    t = config_from_dict({"train": {"algorithm": "dapo"}}).train
+    assert (t.clip_eps_low, t.clip_eps_high, t.loss_agg) == (0.2, 0.28, "token-mean")
+    t = config_from_dict({"train": {"algorithm": "dr_grpo"}}).train
+    assert (t.loss_agg, t.scale_rewards) == ("seq-mean-token-sum-norm", "none")
+    t = config_from_dict({"train": {"algorithm": "dapo", "clip_eps_high": 0.3}}).train
+    assert t.clip_eps_high == 0.3
+    t = config_from_dict({"train": {"algorithm": "grpo"}}).train
+    assert (t.clip_eps_high, t.loss_agg, t.scale_rewards) == (0.2, "token-mean", "group")

@@ -135,10 +135,30 @@ class DomainEntry(_Section):
         return self
 
 
+ALGORITHM_DEFAULTS: dict[str, dict[str, Any]] = {
+    # GRPO (Shao et al., arXiv 2402.03300) as TRL and verl run it: symmetric clip 0.2,
+    # token-mean aggregation, group std scaling, groups of equal rewards dropped
+    "grpo": {"clip_eps_low": 0.2, "clip_eps_high": 0.2, "loss_agg": "token-mean",
+             "scale_rewards": "group", "dynamic_sampling": True},
+    # DAPO (Yu et al., arXiv 2503.14476): clip-higher eps_high 0.28, token-level loss,
+    # dynamic sampling
+    "dapo": {"clip_eps_low": 0.2, "clip_eps_high": 0.28, "loss_agg": "token-mean",
+             "scale_rewards": "group", "dynamic_sampling": True},
+    # Dr. GRPO (Liu et al., arXiv 2503.20783): no length or std normalisation
+    "dr_grpo": {"clip_eps_low": 0.2, "clip_eps_high": 0.2,
+                "loss_agg": "seq-mean-token-sum-norm", "scale_rewards": "none",
+                "dynamic_sampling": True},
+}
+"""What ``train.algorithm`` sets, for each key the config leaves unset."""
+
+
 class TrainSection(_Section):
     """The RL update."""
 
-    algorithm: Literal["grpo", "dapo", "dr_grpo"] = Field("grpo", description="Loss family.")
+    algorithm: Literal["grpo", "dapo", "dr_grpo"] = Field(
+        "grpo", description="Loss family; sets the defaults of the keys it names in "
+        "ALGORITHM_DEFAULTS (dapo: clip_eps_high 0.28, token-mean; dr_grpo: "
+        "seq-mean-token-sum-norm, no std scaling); keys you set win.")
     steps: int = Field(40, ge=0, description="Optimizer steps.")
     prompts_per_step: int = Field(16, ge=1, description="Prompts (groups) per step.")
     lr: float = Field(5e-5, gt=0, description="Learning rate.")
@@ -174,6 +194,13 @@ class TrainSection(_Section):
     lora_rank: int = Field(8, ge=1, description="LoRA rank.")
     gradient_checkpointing: bool = Field(False, description="Trade compute for memory.")
     checkpoint_every: int = Field(10, ge=1, description="Checkpoint every k steps.")
+
+    @model_validator(mode="after")
+    def _algorithm_defaults(self) -> TrainSection:
+        for key, value in ALGORITHM_DEFAULTS[self.algorithm].items():
+            if key not in self.model_fields_set:
+                self.__dict__[key] = value  # no re-validation: a default of the field's type
+        return self
 
 
 class CurriculumSection(_Section):

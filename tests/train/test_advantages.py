@@ -84,3 +84,26 @@ def test_domain_scaling_gives_each_domain_unit_scale_and_keeps_small_gaps_small(
     assert torch.tensor(by_group[2].advantages).abs().max() > 1.0  # per-group std blows it up
     for g in groups:
         assert sum(g.advantages) == pytest.approx(0.0, abs=1e-5)
+
+
+def test_overlong_penalty_of_episodes_is_per_model_turn():
+    """max_new_tokens limits each model turn: a multi-turn episode whose turns all stay
+    short is not punished for its total length (DAPO's penalty is on the cut-off turn)."""
+    from polyrl.train.groups import build_groups
+    from polyrl.types import Episode, Score, Task, Turn
+
+    task = Task(id="t", domain="tools/x", split="train", difficulty=1,
+                prompt=[{"role": "user", "content": "q"}], reference="")
+
+    def episode(n_turns: int, per_turn: int) -> Episode:
+        turns = []
+        for k in range(n_turns):
+            turns.append(Turn("assistant", "a", [10] * per_turn, [-1.0] * per_turn, True))
+            if k < n_turns - 1:
+                turns.append(Turn("user", "o", [11] * 5, [], False))
+        return Episode(task_id="t", turns=turns, prompt_token_ids=[1, 2, 3], terminated=True)
+
+    eps = [episode(1, 20), episode(4, 20), episode(2, 28), episode(1, 32)]
+    groups, _ = build_groups([(task, 0)], eps, [Score(reward=1.0)] * 4, group_size=4,
+                             version=0, max_tokens=32, overlong_buffer_tokens=8)
+    assert groups[0].rewards == pytest.approx([1.0, 1.0, 0.5, 0.0])

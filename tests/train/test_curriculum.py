@@ -90,3 +90,31 @@ def test_finite_splits_are_walked_without_replacement():
     b = Curriculum([FixedDomain("f/x-v1")], None, CurriculumSection(), seed=1)
     b.load_state_dict(cur.state_dict())
     assert [t.id for t, _ in b.sample(3, 2)] == [t.id for t, _ in cur.sample(3, 2)]
+
+
+def test_p1p_signal_is_zero_for_groups_of_equal_partial_credit():
+    """A group whose samples all score 0.5 carries no gradient: its arm's signal is 0,
+    and a 0/1 group keeps p(1-p)."""
+    import types
+
+    from polyrl.config import RunConfig
+    from polyrl.train.groups import Group
+    from polyrl.train.trainer import Trainer
+    from polyrl.types import Task
+
+    cfg = RunConfig(domains=[{"id": "test/echo-v1"}])
+    cur = Curriculum([EchoDomain()], cfg.domains, cfg.curriculum, 0)
+    cur.arms.append(type(cur.arms[0])("test/echo-v1", 2))
+
+    def group(arm: int, rewards: list[float]) -> Group:
+        t = Task(id="t", domain="test/echo-v1", split="train", difficulty=1, prompt=[],
+                 reference="")
+        m = float(np.mean(rewards))
+        return Group(task=t, arm=arm, prompt_ids=[1], completions=[[i] for i in range(4)],
+                     behaviour_logprobs=[[]] * 4, rewards=rewards,
+                     advantages=[r - m for r in rewards], policy_version=0)
+
+    Trainer.update_curriculum(types.SimpleNamespace(cfg=cfg, curriculum=cur),
+                              [group(0, [0.5] * 4), group(1, [0.0, 0.0, 0.0, 1.0])])
+    assert cur.arms[0].signal == 0.0
+    assert cur.arms[1].signal == pytest.approx(0.1875)

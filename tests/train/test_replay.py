@@ -57,3 +57,11 @@ def test_state_round_trip():
     other.load_state_dict(buf.state_dict())
     assert other.state_dict() == buf.state_dict()
     assert not other.add(group(0, [0.0, 1.0]))  # keys restored too
+
+
+def test_stale_groups_never_keep_a_fresh_one_out():
+    buf = ReplayBuffer(capacity=2, max_staleness=1)
+    assert buf.add(group(0, [0.0, 1.0], version=0)) and buf.add(group(1, [1.0, 0.0], version=0))
+    fresh = group(2, [0.0, 0.0, 0.0, 1.0], version=5)  # lower priority, but current
+    assert buf.add(fresh)
+    assert [g.task.id for g in buf.groups] == ["t2"]

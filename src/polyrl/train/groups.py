@@ -143,7 +143,9 @@ def build_groups(
         version: the policy version (optimizer step) that sampled them.
         scale: advantage std scaling: "group", "batch", "none" (``group_advantages``) or
             "domain" (the pooled within-group std of each domain's groups in the step).
-        max_tokens: the generation limit (for the overlong penalty), tokens.
+        max_tokens: the generation limit (for the overlong penalty), tokens: per
+            completion, or per model turn of a multi-turn episode (whose penalty is
+            then taken on its longest model turn, the one the limit applies to).
         overlong_buffer_tokens: DAPO's overlong window; 0 = no penalty.
 
     Returns:
@@ -169,7 +171,7 @@ def build_groups(
             stats.dropped_groups += 1
             continue
         prompt, rows, lps, masks, finish = _sequences([completions[j] for j in valid])
-        lengths = torch.tensor([sum(m) for m in masks])  # model-sampled tokens
+        lengths = torch.tensor([_limited_length(completions[j]) for j in valid])
         rewards = torch.tensor([scores[j].reward for j in valid], dtype=torch.float32)
         rewards = rewards + overlong_penalty(lengths, max_tokens, overlong_buffer_tokens)
         groups.append(Group(
@@ -178,6 +180,14 @@ def build_groups(
             finish_reasons=finish, loss_masks=masks))
     _set_advantages(groups, scale)
     return groups, stats
+
+
+def _limited_length(answer: Completion | Episode) -> int:
+    """Tokens the generation limit applies to: the completion's, or an episode's
+    longest model turn (``max_new_tokens`` is a per-turn limit)."""
+    if isinstance(answer, Episode):
+        return max((len(t.token_ids) for t in answer.turns if t.trainable), default=0)
+    return len(answer.token_ids)
 
 
 def _sequences(answers: Sequence[Completion | Episode]) -> tuple[

@@ -38,12 +38,17 @@ class ReplayBuffer:
         return len(self.groups)
 
     def add(self, group: Group) -> bool:
-        """Store ``group`` if it carries signal and is new; returns whether it was stored."""
+        """Store ``group`` if it carries signal and is new; returns whether it was stored.
+
+        Groups too stale for ``group.policy_version`` (a fresh group carries the current
+        version) are evicted first, so they never keep a fresh group out."""
         if group.replayed or not any(abs(a) > 1e-8 for a in group.advantages):
             return False
         key = group.key
         if key in self._keys:
             return False
+        if len(self.groups) >= self.capacity:
+            self.evict_stale(group.policy_version)
         if len(self.groups) >= self.capacity:
             worst = min(range(len(self.groups)), key=lambda i: self.groups[i].priority)
             if self.groups[worst].priority > group.priority:

@@ -201,7 +201,9 @@ class Trainer:
             rewards = torch.tensor([float(np.mean(g.rewards)) for g in gs])
             p = rewards.clamp(0, 1)
             if self.cfg.curriculum.signal == "p1p":
-                sig = float((p * (1 - p)).mean())
+                # within-group reward variance: p(1-p) for 0/1 rewards, and 0 for a group of
+                # equal partial credits (p(1-p) of its mean would call that full signal)
+                sig = float(np.mean([np.var(np.clip(g.rewards, 0, 1)) for g in gs]))
             else:
                 sig = float(np.mean([np.mean(np.abs(g.advantages)) for g in gs]))
             self.curriculum.update(arm, float(p.mean()), sig, len(gs))
