@@ -156,7 +156,9 @@ def test_infinite_loop_stopped_at_wall_limit(sb: Sandbox):
 def test_cpu_limit_independent_of_wall(sb: Sandbox):
     res = sb.run_python("while True: pass", limits=Limits(timeout_s=20, cpu_s=1))
     assert res.limit_hit == "cpu_s"
-    assert 0.8 <= res.cpu_s < 1.5  # the wall clock may be anything on a loaded host
+    # the wall clock may be anything on a loaded host; RLIMIT_CPU's tick-sampled clock
+    # over-charges a busy process that shares its core (kills measured at 0.73 s of 1 s)
+    assert 0.5 <= res.cpu_s < 1.5
 
 
 def test_gigabyte_of_output_truncated_host_memory_bounded(sb: Sandbox):

@@ -38,8 +38,8 @@ def _header_numbers(machine: str) -> dict[str, int]:
 def test_every_number_agrees_with_the_kernel_headers(machine: str):
     arch = seccomp._ARCHES[machine]
     known = _header_numbers(machine)
-    ours = {**arch.deny, "clone": arch.clone, "clone3": arch.clone3, "socket": arch.socket,
-            "socketpair": arch.socketpair}
+    ours = {**arch.deny, **arch.own, "clone": arch.clone, "clone3": arch.clone3,
+            "socket": arch.socket, "socketpair": arch.socketpair}
     checked = {name: nr for name, nr in ours.items() if name in known}
     assert {name: known[name] for name in checked} == checked
     # only calls newer than the installed headers may be missing from them (>= 424:
@@ -48,10 +48,11 @@ def test_every_number_agrees_with_the_kernel_headers(machine: str):
     assert len(checked) >= len(ours) - 3
 
 
-def _run_bpf(prog: bytes, nr: int, audit: int, arg0: int = 0) -> int:
-    """Run a classic BPF seccomp program on one ``struct seccomp_data``; returns its
-    answer (SECCOMP_RET_*)."""
-    data = struct.pack("<iIQ6Q", nr, audit, 0, arg0, 0, 0, 0, 0, 0)
+def _run_bpf(prog: bytes, nr: int, audit: int, *args: int) -> int:
+    """Run a classic BPF seccomp program on one ``struct seccomp_data`` (``args``: the
+    first system call arguments, u64 each); returns its answer (SECCOMP_RET_*)."""
+    args = (*args, 0, 0, 0, 0, 0, 0)[:6]
+    data = struct.pack("<iIQ6Q", nr, audit, 0, *args)
     insns = [struct.unpack("=HBBI", prog[i:i + 8]) for i in range(0, len(prog), 8)]
     acc, pc = 0, 0
     while True:
@@ -74,8 +75,8 @@ def test_the_program_answers_as_designed(machine: str):
     prog = seccomp.deny_filter(machine)
     assert prog is not None and len(prog) % 8 == 0
 
-    def answer(nr: int, arg0: int = 0, audit: int = arch.audit) -> int:
-        return _run_bpf(prog, nr, audit, arg0)
+    def answer(nr: int, *args: int, audit: int = arch.audit) -> int:
+        return _run_bpf(prog, nr, audit, *args)
 
     for name, nr in arch.deny.items():
         assert answer(nr) == EPERM, name
@@ -87,6 +88,19 @@ def test_the_program_answers_as_designed(machine: str):
     assert answer(arch.socket, 2) == ALLOW  # AF_INET
     assert answer(arch.socket, 40) == EPERM  # AF_VSOCK
     assert answer(arch.socketpair, 1) == ALLOW  # AF_UNIX
+    own = arch.own
+    for name in ("sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler"):
+        assert answer(own[name], 0) == ALLOW and answer(own[name], 1) == EPERM, name
+    assert answer(own["prlimit64"], 0, 7, 0x7FFF0000) == ALLOW  # its own limits
+    assert answer(own["prlimit64"], 1, 7, 0) == ALLOW  # reading another's
+    assert answer(own["prlimit64"], 1, 7, 0x7FFF0000) == EPERM  # setting another's
+    assert answer(own["prlimit64"], 1, 7, 1 << 40) == EPERM  # (high word of the pointer)
+    assert answer(own["setpriority"], 0, 0) == ALLOW  # PRIO_PROCESS, itself
+    assert answer(own["setpriority"], 1, 0) == ALLOW  # PRIO_PGRP, its own group
+    assert answer(own["setpriority"], 2, 0) == EPERM  # PRIO_USER: every process of the uid
+    assert answer(own["setpriority"], 0, 1) == EPERM  # another process
+    assert answer(own["ioprio_set"], 1, 0) == ALLOW and answer(own["ioprio_set"], 1, 9) == EPERM
+    assert answer(own["ioprio_set"], 3, 0) == EPERM  # IOPRIO_WHO_USER
     if arch.x32:
         assert answer(0x40000000 | READ[machine]) == EPERM
     denied = set(arch.deny.values()) | {arch.clone3}

@@ -223,24 +223,61 @@ time.sleep(0.3)
     assert second.stdout.splitlines()[0] == "True", second.stdout
 
 
+def _host_pid_of_server(start: str) -> int:
+    """The host pid of the warm server whose ``_SERVER_START`` printed ``start``."""
+    tick = start.strip().splitlines()[-1]
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{name}/comm") as f:
+                comm = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if fields[19] == tick and comm.startswith("python"):
+            return int(name)
+    raise AssertionError(f"no server started at tick {tick}")
+
+
+def _change_during_an_execution(warm: Sandbox, change) -> str:
+    """Run an execution and, while it runs, ``change(host pid of its server)`` from the
+    host (a program cannot: the seccomp filter); returns the execution's stdout."""
+    first = warm.run_python(_SERVER_START)
+    pid = _host_pid_of_server(first.stdout)
+    out = []
+    t = threading.Thread(target=lambda: out.append(warm.run_python(
+        "import time; time.sleep(1.0)\n" + _SERVER_START)))
+    t.start()
+    time.sleep(0.4)
+    change(pid)
+    t.join()
+    assert _same_box(first.stdout, out[0].stdout)
+    return out[0].stdout
+
+
 def test_a_sandbox_whose_server_was_changed_is_replaced(warm: Sandbox):
-    """prlimit / setpriority on pid 1 need only the same uid: the server notices and the
-    next execution gets a fresh sandbox with the usual limits and priority."""
-    code = ("import os, resource\n"
-            "resource.prlimit(1, resource.RLIMIT_STACK, (1 << 20, 1 << 20))\n"
-            "nice = os.getpriority(os.PRIO_PROCESS, 1)\n"
-            "if nice < 19:  # raising it needs no privilege\n"
-            "    os.setpriority(os.PRIO_PROCESS, 1, nice + 1)\n"
-            "print(nice)\n" + _SERVER_START)
-    first = warm.run_python(code)
-    assert first.exit_code == 0, first.stderr
+    """A program cannot change its server's limits or priority (seccomp: such calls
+    only on itself); when something else did, the server notices and the next execution
+    gets a fresh sandbox with the usual limits and priority."""
+    res = warm.run_python("import os, resource\nfor call in (\n"
+                          "    lambda: resource.prlimit(1, resource.RLIMIT_STACK, (1 << 20,) * 2),\n"
+                          "    lambda: os.setpriority(os.PRIO_PROCESS, 1, 19)):\n"
+                          "    try:\n        call(); print('changed')\n"
+                          "    except PermissionError:\n        print('refused')\n")
+    assert res.stdout.split() == ["refused", "refused"], res.stdout + res.stderr
+
+    def change(pid: int) -> None:
+        resource.prlimit(pid, resource.RLIMIT_STACK, (1 << 20, 1 << 20))
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, pid) + 1))
+
+    first = _change_during_an_execution(warm, change)
     check = ("import os, resource\n"
              "print(os.getpriority(os.PRIO_PROCESS, 0), "
              "resource.getrlimit(resource.RLIMIT_STACK)[0] != 1 << 20)\n" + _SERVER_START)
     second = warm.run_python(check)
     assert second.exit_code == 0, second.stderr
-    assert second.stdout.splitlines()[0] == f"{first.stdout.split()[0]} True"
-    assert not _same_box(first.stdout, second.stdout)
+    assert second.stdout.splitlines()[0] == f"{os.getpriority(os.PRIO_PROCESS, 0)} True"
+    assert not _same_box(first, second.stdout)
 
 
 def test_directory_modes_times_and_xattrs_are_restored(warm: Sandbox):
@@ -341,12 +378,11 @@ def test_default_acls_are_removed(warm: Sandbox):
 
 
 def test_scheduling_changed_on_the_server_replaces_it(warm: Sandbox):
-    first = warm.run_python("import os\nos.sched_setscheduler(1, os.SCHED_IDLE, "
-                            "os.sched_param(0))\n" + _SERVER_START)
-    assert first.exit_code == 0, first.stderr
+    first = _change_during_an_execution(
+        warm, lambda pid: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0)))
     second = warm.run_python("import os\nprint(os.sched_getscheduler(0) == os.SCHED_OTHER)\n"
                              + _SERVER_START)
-    assert second.stdout.startswith("True\n") and not _same_box(first.stdout, second.stdout)
+    assert second.stdout.startswith("True\n") and not _same_box(first, second.stdout)
 
 
 def test_warm_and_cold_agree_on_odd_requests(warm: Sandbox):

@@ -103,7 +103,15 @@ Limitations (real hazards, read before trusting a verdict):
   ``Sandbox.run`` (a sandbox per concurrent execution) where programs run networking
   code and may be hostile to each other, e.g. samples of one group whose rewards are
   compared. Children inherit the server's already-imported modules (``sys.modules``),
-  and ``memory_mib`` is counted on top of the server's inherited address space.
+  and ``memory_mib`` is counted on top of the server's inherited address space; they
+  are forked by a process that never holds a request (forked from the server before
+  its first), so no child's memory holds another execution's code, input or output.
+  No execution can change another's or the server's limits, priority, affinity or
+  scheduling (the seccomp filter allows those calls on the caller itself only, also
+  in bwrap sandboxes: ``resource.prlimit(os.getpid(), ...)`` fails, ``prlimit(0, ...)``
+  works). Under Landlock ABI < 6 an execution can still signal the forker (the
+  server then fails: the executions in flight get ``SandboxError``, and the next call
+  starts a new server).
   Processes an execution leaves behind are killed when it ends (each execution is the
   subreaper of its own processes, so the others' are never mistaken for them).
 - Session steps are separate executions: cwd and files persist, shell variables and

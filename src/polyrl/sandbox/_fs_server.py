@@ -42,7 +42,6 @@ import select
 import shutil
 import signal
 import socket
-import stat
 import struct
 import sys
 import time
@@ -137,69 +136,6 @@ def _remove(jobdir):
             shutil.rmtree(jobdir, ignore_errors=True)
 
 
-def read_setup(fd):
-    """Read and close a finished child's setup socket: ``(error bytes, workspace fd or
-    -1)``. The child sends its workspace fd with one ``W`` byte (``_fill_workspace``);
-    any other byte is an isolation error (``_isolation_failed``)."""
-    sock = socket.socket(fileno=fd)
-    sock.setblocking(False)  # the child is gone; a bug must not hang the server
-    data, root_fd = b"", -1
-    try:
-        while len(data) < 4096:
-            try:
-                msg, fds, _flags, _addr = socket.recv_fds(sock, 4096, 1)
-            except BlockingIOError:
-                break
-            for extra in fds:
-                if root_fd < 0 and msg[:1] == b"W":
-                    root_fd, msg = extra, msg[1:]
-                else:
-                    os.close(extra)
-            if not msg and not fds:
-                break
-            data += msg
-    finally:
-        sock.close()
-    return data, root_fd
-
-
-def collect_files(root_fd, rels, max_bytes=64 << 20):
-    """``{rel: base64 of its content}`` for each regular file ``rel`` (normalised as
-    the host's ``_safe_rel`` does) beneath the directory ``root_fd``. A name that goes
-    through a symlink or above the workspace, or names no regular file (directory,
-    fifo, socket, device), or one over ``max_bytes``, is left out (as a cold
-    execution's ``Workspace.collect`` does): a program's links are never followed."""
-    files = {}
-    for rel in rels:
-        parts = os.path.normpath(rel).split("/")
-        if parts[0] in ("", ".", ".."):
-            continue
-        fds = []
-        try:
-            cur = root_fd
-            for part in parts[:-1]:
-                cur = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                              dir_fd=cur)
-                fds.append(cur)
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                         dir_fd=cur)
-            fds.append(fd)
-            st = os.fstat(fd)
-            if stat.S_ISREG(st.st_mode) and st.st_size <= max_bytes:
-                chunks, size = [], 0
-                while size <= max_bytes and (chunk := os.read(fd, 1 << 20)):
-                    chunks.append(chunk)
-                    size += len(chunk)
-                if size <= max_bytes:  # it grew while read (a process of it lives on)
-                    files[rel] = base64.b64encode(b"".join(chunks)).decode()
-        except (OSError, ValueError):  # ValueError: a NUL byte (the host refuses those)
-            pass
-        finally:
-            for fd in fds:
-                os.close(fd)
-    return files
-
-
 def main():
     cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     if isinstance(cfg, list):
@@ -263,9 +199,18 @@ def main():
         return 1
     children_path = _children_file()
 
+    # the forker forks every execution (not exec mode): forked now, before any request,
+    # so that no child's memory holds another execution's code, input or output
+    fk_pid, fk_sock = -1, None
+    if not exec_mode:
+        fk_pid, fk_sock = start_forker(iso, (ctl_in, ctl_out, devnull))  # noqa: F821
     ep = select.epoll()
     handlers = {ctl_in: ("ctl", None)}
     ep.register(ctl_in, select.EPOLLIN)
+    if fk_sock is not None:
+        handlers[fk_sock.fileno()] = ("forker", None)
+        ep.register(fk_sock.fileno(), select.EPOLLIN)
+    pending = {}  # token -> job asked of the forker, its pid not reported yet
     inbuf = bytearray()
     jobs = {}
     by_pid = {}
@@ -284,33 +229,47 @@ def main():
         if req.get("program") and req["program"] not in PROGRAMS:
             send(ctl_out, {"id": job.id, "error": f"unknown program {req['program']!r}"})
             return
-        # the child writes them once isolated (namespaces: into a tmpfs of its own)
-        files = [(rel, base64.b64decode(b64)) for rel, b64 in (req.get("files") or {}).items()]
-        if iso.kind == "namespaces":
+        extra = []  # landlock: the job directory, for the child's Landlock rule
+        if iso.kind == "namespaces":  # the child writes its files into a tmpfs of its own
             job.dir = None
-            fork_child(job, lambda *fds: child_main(req, iso, None, files, *fds))  # noqa: F821
-            return
+        else:
+            try:
+                os.mkdir(jobdir, 0o700)
+                os.mkdir(jobdir + "/w", 0o700)
+                os.mkdir(jobdir + "/t", 0o700)
+                # before the program may rename its workspace and put a link in its place
+                job.root_fd = os.open(jobdir + "/w", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+                extra.append(os.open(jobdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+                req["jobdir"] = jobdir
+            except OSError as e:
+                for fd in extra + [job.root_fd]:
+                    if fd >= 0:
+                        os.close(fd)
+                shutil.rmtree(jobdir, ignore_errors=True)
+                send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
+                return
+        fds = []
         try:
-            os.mkdir(jobdir, 0o700)
-            os.mkdir(jobdir + "/w", 0o700)
-            os.mkdir(jobdir + "/t", 0o700)
-            # before the program may rename its workspace and put a link in its place
-            job.root_fd = os.open(jobdir + "/w", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-            iso_fd = iso.prepare(jobdir)
+            fds = child_fds(job)
+            ask_forker(fk_sock, seq, req, [fds[0], fds[2], fds[4], fds[6], *extra])  # noqa: F821
         except OSError as e:
-            if job.root_fd >= 0:
+            for fd in fds + extra:
+                os.close(fd)
+            if job.dir is not None:
                 os.close(job.root_fd)
-            shutil.rmtree(jobdir, ignore_errors=True)
+                shutil.rmtree(jobdir, ignore_errors=True)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return
-        if not fork_child(job, lambda *fds: child_main(req, iso, jobdir, files, *fds),  # noqa: F821
-                          close_after=iso_fd):
-            os.close(job.root_fd)
-            shutil.rmtree(jobdir, ignore_errors=True)
+        stdin_fd, out_r, out_w, err_r, err_w, setup_r, setup_w = fds
+        for fd in [stdin_fd, out_w, err_w, setup_w, *extra]:
+            os.close(fd)
+        job.setup_fd = setup_r
+        watch(job, -1, out_r, err_r)
+        pending[seq] = job
 
-    def fork_child(job, body, close_after=-1):
-        """Stdin and output pipes, setup socket, fork; the child runs ``body(stdin_fd, out_w,
-        err_w, setup_w)`` and never returns. False (an error reply sent) on failure."""
+    def child_fds(job):
+        """``[stdin, stdout r, stdout w, stderr r, stderr w, setup r, setup w]`` of a new
+        execution. Raises OSError (none left open)."""
         fds = []
         try:
             data = base64.b64decode(job.req["stdin"]) if job.req.get("stdin") else b""
@@ -324,11 +283,23 @@ def main():
                 fds.extend(os.pipe())
             # setup: errors of the isolation, and the fd of a workspace to collect from
             fds.extend(s.detach() for s in socket.socketpair())
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
+
+    def fork_child(job, body):
+        """Exec mode: stdin and output pipes, setup socket, fork; the child runs
+        ``body(stdin_fd, out_w, err_w, setup_w)`` and never returns. False (an error
+        reply sent) on failure."""
+        fds = []
+        try:
+            fds = child_fds(job)
             pid = os.fork()
         except OSError as e:
-            for fd in fds + [close_after]:
-                if fd >= 0:
-                    os.close(fd)
+            for fd in fds:
+                os.close(fd)
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return False
         stdin_fd, out_r, out_w, err_r, err_w, setup_r, setup_w = fds
@@ -339,24 +310,50 @@ def main():
                 _isolation_failed(setup_w, f"{type(e).__name__}: {e}")  # noqa: F821
             finally:
                 os._exit(121)
-        for fd in (stdin_fd, out_w, err_w, setup_w, close_after):
-            if fd >= 0:
-                os.close(fd)
+        for fd in (stdin_fd, out_w, err_w, setup_w):
+            os.close(fd)
         job.setup_fd = setup_r
         watch(job, pid, out_r, err_r)
         return True
 
     def watch(job, pid, out_r, err_r):
-        job.pid = pid
-        job.pidfd = os.pidfd_open(pid)
+        """Pump ``job``'s output; exec mode: watch its child ``pid`` (else the forker
+        reports its pid and exit)."""
         job.out_fd, job.err_fd = out_r, err_r
-        for fd, kind in ((out_r, "out"), (err_r, "err"), (job.pidfd, "exit")):
+        watched = [(out_r, "out"), (err_r, "err")]
+        if pid > 0:
+            job.pid = pid
+            job.pidfd = os.pidfd_open(pid)
+            watched.append((job.pidfd, "exit"))
+            by_pid[pid] = job
+        for fd, kind in watched:
             handlers[fd] = (kind, job)
             ep.register(fd, select.EPOLLIN)
         jobs[job.id] = job
-        by_pid[pid] = job
+
+    def abandon(job, why):
+        """The forker could not fork ``job``: free what it holds, reply the error."""
+        jobs.pop(job.id, None)
+        for fd in (job.out_fd, job.err_fd):
+            if fd in handlers:
+                ep.unregister(fd)
+                del handlers[fd]
+                os.close(fd)
+        os.close(job.setup_fd)
+        if job.dir is not None:
+            os.close(job.root_fd)
+            _remove(job.dir)
+        send(ctl_out, {"id": job.id, "error": f"setup failed: {why}"})
+
+    def exited(j, status, ru):
+        if not j.exited:
+            j.status, j.ru, j.exited = status, ru, True
+            kill(j, signal.SIGKILL)  # background children of the execution
+            j.kill_at = time.monotonic() + 0.05
 
     def kill(job, sig):
+        if job.pid <= 0:  # not forked yet: killed when the forker reports its pid
+            return
         if exec_mode and sig == signal.SIGKILL:
             kill_all()  # one execution at a time: every other process is its
             return
@@ -400,6 +397,8 @@ def main():
         what finished executions left (a session of their own changes nothing).
         Repeated while killing brings their children to us (bounded: 1 s)."""
         if children_path is None:  # no /proc/<pid>/task/<tid>/children: by session
+            if pending:  # a child whose pid (= session) is not known yet would be killed
+                return
             stray_sweep({j.pid for j in jobs.values() if not j.exited})
             reap()
             return
@@ -408,7 +407,8 @@ def main():
             live = {j.pid for j in jobs.values() if not j.exited}
             fd = os.open(children_path, os.O_RDONLY)
             try:
-                strays = [int(k) for k in os.read(fd, 65536).split() if int(k) not in live]
+                strays = [int(k) for k in os.read(fd, 65536).split()
+                          if int(k) not in live and int(k) != fk_pid]
             finally:
                 os.close(fd)
             if not strays:
@@ -429,7 +429,7 @@ def main():
             kids = os.read(fd, 65536).split()
         finally:
             os.close(fd)
-        return any(int(k) not in by_pid for k in kids)
+        return any(int(k) not in by_pid and int(k) != fk_pid for k in kids)
 
     def finish(job):
         del jobs[job.id]
@@ -442,7 +442,7 @@ def main():
                "cpu_s": ru.ru_utime + ru.ru_stime, "peak_memory_mib": ru.ru_maxrss / 1024.0,
                "exit_code": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None}
         spoiled = kill_and_reap_all() if exec_mode else None  # nothing may change a file
-        setup_error, sent_fd = read_setup(job.setup_fd)  # the child is gone: never blocks
+        setup_error, sent_fd = read_setup(job.setup_fd)  # noqa: F821 (_fs_collect.py)
         root_fd = job.root_fd if job.root_fd >= 0 else sent_fd
         collect = job.req.get("collect")
         if collect:
@@ -452,7 +452,8 @@ def main():
                                       | os.O_CLOEXEC)
                 except OSError:
                     pass
-            out["files"] = collect_files(root_fd, collect) if root_fd >= 0 else {}
+            out["files"] = (collect_files(root_fd, collect)  # noqa: F821 (_fs_collect.py)
+                            if root_fd >= 0 else {})
         for fd in {root_fd, job.root_fd, sent_fd} - {-1}:
             os.close(fd)
         if exec_mode:
@@ -480,11 +481,11 @@ def main():
                 return
             if pid == 0:
                 return
+            if pid == fk_pid:
+                raise SystemExit(5)  # the forker died: in-flight executions fail, typed
             j = by_pid.get(pid)
-            if j is not None and not j.exited:
-                j.status, j.ru, j.exited = status, ru, True
-                kill(j, signal.SIGKILL)  # background children of the execution
-                j.kill_at = time.monotonic() + 0.05
+            if j is not None:
+                exited(j, status, ru)
 
     while ctl_open or jobs or queue:
         while queue and len(jobs) < workers:
@@ -524,6 +525,27 @@ def main():
                         break
                     queue.append(json.loads(bytes(inbuf[4:4 + n])))
                     del inbuf[:4 + n]
+            elif kind == "forker":
+                reports = read_forker(fk_sock)  # noqa: F821 (_fs_forker.py)
+                if reports is None:
+                    return 5  # the forker is gone: in-flight executions fail, typed
+                for what, fields in reports:
+                    if what == "P":
+                        pid, token = fields
+                        job = pending.pop(token)
+                        job.pid = pid
+                        by_pid[pid] = job
+                        if job.killed_for is not None or not ctl_open:
+                            kill(job, signal.SIGKILL)
+                    elif what == "E":
+                        abandon(pending.pop(fields[0]), fields[1])
+                    else:
+                        pid, status, ru = fields
+                        if pid in by_pid:
+                            exited(by_pid[pid], status, ru)
+                if not reaped:  # orphans of finished executions
+                    reap()
+                    reaped = True
             elif kind == "exit":
                 ep.unregister(fd)
                 del handlers[fd]

@@ -10,7 +10,13 @@ module/kexec/reboot/clock/swap calls, every mount call, ``AF_VSOCK`` sockets (th
 ignore network namespaces: in a VM they reach the hypervisor's services), and new
 namespaces (``unshare``, ``setns``, ``clone`` with a
 ``CLONE_NEW*`` flag; ``clone3``, whose flags a filter cannot read, answers ENOSYS so that
-libc falls back to ``clone``). Denied calls fail with EPERM; the program keeps running.
+libc falls back to ``clone``). Calls that change another process's limits or
+scheduling are allowed only on the caller itself: ``prlimit64`` with pid 0 (or reading
+only), ``sched_setaffinity``/``sched_setscheduler``/``sched_setparam``/``sched_setattr``
+with pid 0, ``setpriority`` and ``ioprio_set`` on the caller or its process group (who =
+0, never a whole user): a program of the same uid could otherwise lower the limits of the
+fork-server and of executions beside it (their verdicts), or pin and renice them.
+Denied calls fail with EPERM; the program keeps running.
 
 Tables for x86_64 and aarch64 (system call numbers differ per architecture; both are
 checked against the kernel's headers by the tests where the headers are installed):
@@ -40,6 +46,9 @@ _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
 _X32_BIT = 0x40000000
 _NR_OFF, _ARCH_OFF, _ARG0_LO_OFF = 0, 4, 16  # struct seccomp_data (little endian)
+_ARG1_LO_OFF, _ARG2_LO_OFF, _ARG2_HI_OFF = 24, 32, 36
+_SELF_ONLY = ("sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler")
+"""Calls whose first argument is a pid: allowed with pid 0 (the caller) only."""
 
 # (x86_64: arch/x86/entry/syscalls/syscall_64.tbl, aarch64: include/uapi/asm-generic/
 # unistd.h, which arm64 uses); since Linux 5.1 (424, pidfd_send_signal) new system calls
@@ -74,13 +83,21 @@ class _Arch:
     socket: int
     socketpair: int
     x32: bool  # a second ABI shares the audit arch, told apart by a bit of the number
+    own: dict[str, int]  # calls allowed on the caller only (see the module doc)
 
 
+_OWN_NUMBERS = {  # name: (x86_64, aarch64)
+    "ioprio_set": (251, 30), "prlimit64": (302, 261), "sched_setaffinity": (203, 122),
+    "sched_setattr": (314, 274), "sched_setparam": (142, 118),
+    "sched_setscheduler": (144, 119), "setpriority": (141, 140),
+}
 _ARCHES = {
     "x86_64": _Arch(audit=0xC000003E, clone=56, clone3=435, socket=41, socketpair=53,
-                    x32=True, deny={n: nrs[0] for n, nrs in _DENY_NUMBERS.items()}),
+                    x32=True, deny={n: nrs[0] for n, nrs in _DENY_NUMBERS.items()},
+                    own={n: nrs[0] for n, nrs in _OWN_NUMBERS.items()}),
     "aarch64": _Arch(audit=0xC00000B7, clone=220, clone3=435, socket=198, socketpair=199,
-                     x32=False, deny={n: nrs[1] for n, nrs in _DENY_NUMBERS.items()}),
+                     x32=False, deny={n: nrs[1] for n, nrs in _DENY_NUMBERS.items()},
+                     own={n: nrs[1] for n, nrs in _OWN_NUMBERS.items()}),
 }
 _MACHINE_ALIASES = {"AMD64": "x86_64", "arm64": "aarch64"}
 _CLONE_NEW_FLAGS = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
@@ -117,7 +134,11 @@ def deny_filter(machine: str | None = None) -> bytes | None:
     if arch.x32:
         prog.append((_JGE_K, _X32_BIT, "EPERM", None))  # the x32 ABI
     prog += [(_JEQ_K, nr, "EPERM", None) for nr in sorted(arch.deny.values())]
-    prog += [(_JEQ_K, arch.clone3, "ENOSYS", None),  # flags out of reach: libc falls back
+    prog += [(_JEQ_K, arch.own[name], "pid0", None) for name in _SELF_ONLY]
+    prog += [(_JEQ_K, arch.own["prlimit64"], "prlimit", None),
+             (_JEQ_K, arch.own["setpriority"], "setpriority", None),
+             (_JEQ_K, arch.own["ioprio_set"], "ioprio", None),
+             (_JEQ_K, arch.clone3, "ENOSYS", None),  # flags out of reach: libc falls back
              (_JEQ_K, arch.clone, "clone", None),
              (_JEQ_K, arch.socket, "socket", None),
              (_JEQ_K, arch.socketpair, "socket", "ALLOW"),
@@ -125,6 +146,23 @@ def deny_filter(machine: str | None = None) -> bytes | None:
              (_JSET_K, _CLONE_NEW_FLAGS, "EPERM", "ALLOW"),
              ("socket", _LD_W_ABS, _ARG0_LO_OFF),
              (_JEQ_K, _AF_VSOCK, "EPERM", "ALLOW"),
+             # pid_t / id_t arguments are 32-bit: the kernel reads the low word only
+             ("pid0", _LD_W_ABS, _ARG0_LO_OFF),
+             (_JEQ_K, 0, "ALLOW", "EPERM"),
+             ("prlimit", _LD_W_ABS, _ARG0_LO_OFF),  # prlimit64(pid, resource, new, old)
+             (_JEQ_K, 0, "ALLOW", None),
+             (_LD_W_ABS, _ARG2_LO_OFF, None, None),  # another's: reading only (new NULL)
+             (_JEQ_K, 0, None, "EPERM"),
+             (_LD_W_ABS, _ARG2_HI_OFF, None, None),
+             (_JEQ_K, 0, "ALLOW", "EPERM"),
+             ("setpriority", _LD_W_ABS, _ARG1_LO_OFF),  # setpriority(which, who, prio)
+             (_JEQ_K, 0, None, "EPERM"),
+             (_LD_W_ABS, _ARG0_LO_OFF, None, None),
+             (_JGE_K, 2, "EPERM", "ALLOW"),  # PRIO_PROCESS 0, PRIO_PGRP 1; not PRIO_USER
+             ("ioprio", _LD_W_ABS, _ARG1_LO_OFF),  # ioprio_set(which, who, ioprio)
+             (_JEQ_K, 0, None, "EPERM"),
+             (_LD_W_ABS, _ARG0_LO_OFF, None, None),
+             (_JEQ_K, 3, "EPERM", "ALLOW"),  # IOPRIO_WHO_USER 3
              ("ALLOW", _RET_K, _RET_ALLOW),
              ("EPERM", _RET_K, eperm),
              ("ENOSYS", _RET_K, enosys)]

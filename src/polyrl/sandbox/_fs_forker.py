@@ -1,0 +1,166 @@
+"""The fork-server's forker: the process that forks every execution (stdlib only; runs
+INSIDE the sandbox).
+
+Not imported: ``forkserver.py`` sends this file's text with ``_fs_isolation.py``,
+``_fs_exec_isolation.py``, ``_fs_child.py`` and ``_fs_server.py`` as one program, so
+``child_main`` and ``_isolation_failed`` are defined.
+
+Why a process of its own: a child inherits the memory of the process it is forked
+from. Forked from the server, it held every request the server had read: the code,
+stdin and input files of the executions running beside it, readable by a program
+through ``sys._getframe()`` or ``gc.get_objects()`` (measured: one execution printed
+another's stdin). The forker is forked from the server once, before the server reads
+any request, and never receives request data: per execution it gets file descriptors
+only (the request, without its stdin, in a memfd that only the child reads; stdin, the
+output pipes and the setup socket), forks, and reports the child's pid, then its exit
+status and resource usage. So a child's memory holds its own request, and nothing of
+any other.
+
+Messages on the SOCK_SEQPACKET socket. Server -> forker: ``>i`` token + fds
+``[request memfd, stdin, stdout w, stderr w, setup w]`` (+ the job directory's
+``O_PATH`` fd under ``landlock``). Forker -> server: ``b"P" + =ii (pid, token)`` when
+forked, ``b"E" + =i token + message`` when the fork failed, ``b"X" + =iiddq (pid,
+status, utime s, stime s, maxrss KiB)`` when a child was reaped.
+"""
+
+# ruff: noqa: F821
+
+import base64
+import json
+import os
+import select
+import socket
+import struct
+
+_ASK = struct.Struct("=i")
+_PID = struct.Struct("=ii")
+_EXIT = struct.Struct("=iiddq")
+
+
+def forker_main(sock, iso):
+    """Serve the server's fork requests on ``sock`` until it closes; never returns.
+
+    The forker reaps its own children (executions) and reports them; their orphans go
+    to the server (pid 1, the subreaper), which kills them as strays."""
+    poller = select.poll()
+    sfd = sock.fileno()
+    poller.register(sfd, select.POLLIN)
+    pidfds = {}
+    while True:
+        for fd, _ev in poller.poll():
+            if fd != sfd:
+                pid = pidfds.pop(fd)
+                poller.unregister(fd)
+                os.close(fd)
+                _, status, ru = os.wait4(pid, 0)
+                sock.send(b"X" + _EXIT.pack(pid, status, ru.ru_utime, ru.ru_stime,
+                                            ru.ru_maxrss))
+                continue
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 64, 8)
+            if not msg:
+                os._exit(0)  # the server is gone
+            try:
+                pid = os.fork()
+            except OSError as e:
+                for f in fds:
+                    os.close(f)
+                sock.send(b"E" + msg[:4] + f"fork: {e}".encode()[:1000])
+                continue
+            if pid == 0:
+                sock.close()
+                forked_child(iso, fds)
+            for f in fds:
+                os.close(f)
+            pfd = os.pidfd_open(pid)
+            pidfds[pfd] = pid
+            poller.register(pfd, select.POLLIN)
+            sock.send(b"P" + _PID.pack(pid, _ASK.unpack(msg[:4])[0]))
+
+
+def forked_child(iso, fds):
+    """In a new child of the forker: read its own request from the memfd, then run it
+    (``child_main``). Never returns."""
+    setup_w = fds[4] if len(fds) > 4 else -1
+    try:
+        rq, stdin_fd, out_w, err_w = fds[:4]
+        req = json.loads(os.pread(rq, os.fstat(rq).st_size, 0))
+        os.close(rq)
+        files = [(rel, base64.b64decode(b64)) for rel, b64 in (req.pop("files", None)
+                                                                or {}).items()]
+        jobdir = req.get("jobdir")
+        if jobdir is not None:  # landlock: the rule and $TMPDIR of its job directory
+            iso.landlock.set_job(fds[5])
+            os.environ["TMPDIR"] = os.environ["HOME"] = jobdir + "/t"
+    except BaseException as e:  # a bug of ours, never a verdict on the program
+        if setup_w >= 0:
+            _isolation_failed(setup_w, f"{type(e).__name__}: {e}")
+        os._exit(121)
+    try:
+        child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w)
+    except BaseException as e:
+        _isolation_failed(setup_w, f"{type(e).__name__}: {e}")
+    finally:
+        os._exit(121)
+
+
+class ForkerUsage:
+    """``resource.struct_rusage``'s fields the server reads, from a forker report."""
+
+    __slots__ = ("ru_utime", "ru_stime", "ru_maxrss")
+
+    def __init__(self, utime, stime, maxrss):
+        self.ru_utime, self.ru_stime, self.ru_maxrss = utime, stime, maxrss
+
+
+def start_forker(iso, close_in_child):
+    """Fork the forker (before the server reads any request); returns ``(pid, socket)``.
+    ``close_in_child``: the server's fds the forker must not hold (its control pipes)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ours.close()
+            for fd in close_in_child:
+                os.close(fd)
+            forker_main(theirs, iso)
+        finally:
+            os._exit(1)
+    theirs.close()
+    return pid, ours
+
+
+def ask_forker(sock, token, req, fds):
+    """Send one fork request: ``req`` (without ``stdin``, which travels as ``fds[1]``)
+    in a new memfd, and ``fds`` = ``[stdin, stdout w, stderr w, setup w (, jobdir)]``.
+    Raises OSError."""
+    rq = os.memfd_create("request", os.MFD_CLOEXEC)
+    try:
+        data = json.dumps({k: v for k, v in req.items() if k != "stdin"}).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(rq, view):]
+        socket.send_fds(sock, [_ASK.pack(token)], [rq, *fds])
+    finally:
+        os.close(rq)
+
+
+def read_forker(sock):
+    """The forker's pending reports: ``[(kind, fields)]``, kind ``"P"``: ``(pid, token)``,
+    ``"E"``: ``(token, message)``, ``"X"``: ``(pid, status, ForkerUsage)``; None once the
+    forker is gone (its socket closed)."""
+    out = []
+    while True:
+        try:
+            msg = sock.recv(4096, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return out
+        if not msg:
+            return None
+        kind = msg[:1]
+        if kind == b"P":
+            out.append(("P", _PID.unpack(msg[1:1 + _PID.size])))
+        elif kind == b"E":
+            out.append(("E", (_ASK.unpack(msg[1:5])[0], msg[5:].decode("utf-8", "replace"))))
+        elif kind == b"X":
+            pid, status, ut, st, mx = _EXIT.unpack(msg[1:1 + _EXIT.size])
+            out.append(("X", (pid, status, ForkerUsage(ut, st, mx))))

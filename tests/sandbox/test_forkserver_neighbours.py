@@ -1,0 +1,152 @@
+"""Fork-server children inherit memory: none may hold another execution's data."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+
+from polyrl.errors import SandboxError
+from polyrl.sandbox import ForkServer, Limits
+
+# Scans the anonymous memory of its own process for the token it gets (reversed) on
+# stdin, and prints what follows each hit: another execution's code, stdin, files or
+# output would show as "-code", "-in", "-file", "-out". The spy's own copies of the token
+# are followed by anything but "-".
+SPY = r"""
+import ctypes, sys
+tok = sys.stdin.read()[::-1].encode()
+found = set()
+with open("/proc/self/maps") as maps:
+    regions = [line.split() for line in maps]
+for parts in regions:  # anonymous memory: the heap, arenas, stacks
+    if parts[1][0] != "r" or (len(parts) > 5 and parts[5] not in ("[heap]", "[stack]")):
+        continue
+    lo, hi = (int(x, 16) for x in parts[0].split("-"))
+    data = ctypes.string_at(lo, hi - lo)
+    i = data.find(tok)
+    while i >= 0:
+        after = data[i + len(tok):i + len(tok) + 5]
+        if after[:1] == b"-":
+            found.add(after.decode("latin-1"))
+        i = data.find(tok, i + 1)
+print(sorted(found))
+"""
+
+
+@pytest.mark.parametrize("isolation", ["namespaces", "landlock"])
+def test_no_execution_holds_another_ones_code_input_or_output(isolation: str):
+    token = uuid.uuid4().hex
+    lim = Limits(timeout_s=20, cpu_s=20)
+    with ForkServer(preload=[], limits=lim, workers=2, isolation=isolation) as fs:
+        # a finished execution whose code, stdin, files and output carry the token
+        past = fs.run_python(f"import sys; sys.stdin.read(); print('{token}-out') # {token}-code",
+                             stdin=f"{token}-in", files={"f.txt": f"{token}-file"})
+        assert past.exit_code == 0 and token in past.stdout
+        # one running beside the spy, its output already read by the server
+        busy = f"import sys, time; print('{token}-out2', flush=True); time.sleep(3) # {token}-code2"
+        t = threading.Thread(target=fs.run_python, args=(busy,),
+                             kwargs={"stdin": f"{token}-in2", "files": {"g": f"{token}-file2"}})
+        t.start()
+        time.sleep(1.0)
+        spy = fs.run_python(SPY, stdin=token[::-1])
+        t.join()
+    assert spy.exit_code == 0, spy.stderr
+    assert spy.stdout.strip() == "[]", f"another execution's data in memory: {spy.stdout}"
+
+
+def _fork_server_processes(top: int) -> dict[int, int]:
+    """``{pid: parent pid}`` of ``top``'s descendants (host pids)."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            parents[int(name)] = int(data[data.rindex(b")") + 2:].split()[1])
+    found, frontier = {}, [top]
+    while frontier:
+        p = frontier.pop()
+        for kid, parent in parents.items():
+            if parent == p and kid not in found:
+                found[kid] = p
+                frontier.append(kid)
+    return found
+
+
+def test_a_dead_forker_fails_its_server_which_is_replaced():
+    with ForkServer(preload=[], limits=Limits(timeout_s=10), workers=1) as fs:
+        assert fs.run_python("print(1)").stdout == "1\n"
+        server = fs._server
+        tree = _fork_server_processes(server.proc.pid)
+        # at rest the deepest process is the forker, the child of the server (pid 1)
+        depth = {}
+        for pid in tree:
+            d, p = 0, pid
+            while p in tree:
+                d, p = d + 1, tree[p]
+            depth[pid] = d
+        forker = max(depth, key=depth.get)
+        os.kill(forker, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not server.dead and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.dead, "the server kept running without its forker"
+        assert fs.run_python("print(2)").stdout == "2\n"
+        assert fs.restarts == 1
+    with pytest.raises(SandboxError):
+        fs.run_python("print(3)")  # closed
+
+
+NEIGHBOURS = r"""
+import os, resource
+out = []
+for what, call in [
+        ("prlimit", lambda pid: resource.prlimit(pid, resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))),
+        ("setpriority", lambda pid: os.setpriority(os.PRIO_PROCESS, pid, 19)),
+        ("affinity", lambda pid: os.sched_setaffinity(pid, {0})),
+        ("scheduler", lambda pid: os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0)))]:
+    for pid in sorted({1, os.getppid()} - {0}):  # the server and (fork-server) the forker
+        try:
+            call(pid)
+            out.append(f"{what}({pid}) done")
+        except OSError as e:
+            out.append(f"{what}:{e.errno}")
+try:
+    os.setpriority(os.PRIO_USER, 0, 19)  # every process of the uid
+    out.append("user renice done")
+except OSError as e:
+    out.append(f"user:{e.errno}")
+# on itself all of these work
+resource.prlimit(0, resource.RLIMIT_STACK, resource.getrlimit(resource.RLIMIT_STACK))
+os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))
+os.sched_setaffinity(0, os.sched_getaffinity(0))
+assert resource.prlimit(1, resource.RLIMIT_FSIZE)  # reading another's limits is fine
+print(" ".join(sorted(set(out))))
+"""
+
+PROBE = ("import os, resource; print(resource.getrlimit(resource.RLIMIT_FSIZE)[0], "
+         "os.getpriority(os.PRIO_PROCESS, 0), len(os.sched_getaffinity(0)))")
+
+
+def test_an_execution_cannot_change_the_limits_or_scheduling_of_others():
+    with ForkServer(preload=[], limits=Limits(timeout_s=10, max_file_mib=8), workers=1) as fs:
+        before = fs.run_python(PROBE).stdout
+        res = fs.run_python(NEIGHBOURS)
+        assert res.exit_code == 0, res.stderr
+        assert res.stdout.split() == ["affinity:1", "prlimit:1", "scheduler:1",
+                                      "setpriority:1", "user:1"]
+        assert fs.run_python(PROBE).stdout == before  # the next execution: as before
+        assert fs.restarts == 0
+
+
+def test_bwrap_executions_cannot_change_their_servers_either(sb):
+    res = sb.run_python(NEIGHBOURS)
+    assert res.exit_code == 0, res.stderr
+    assert "done" not in res.stdout, res.stdout
