@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from polyrl.domains.checker import run_actions
-from polyrl.domains.terminal.domain import TbenchDomain
+from polyrl.domains.terminal.domain import TbenchDomain, TerminalGenDomain
 from polyrl.domains.terminal.env import grade_output, parse_action
-from polyrl.types import ExecResult
+from polyrl.types import Episode, ExecResult, Task, Turn
 
 
 def test_parse_action_forms() -> None:
@@ -20,15 +20,27 @@ def test_parse_action_forms() -> None:
         assert parse_action(done) is None
 
 
-def test_grade_output_pytest_tap_and_exit_code() -> None:
-    def res(out: str, code: int = 0) -> ExecResult:
-        return ExecResult(argv=[], exit_code=code, stdout=out)
+def test_grade_output_pytest_summary_tap_and_no_exit_code_fallback() -> None:
+    def res(out: str, code: int = 0, err: str = "") -> ExecResult:
+        return ExecResult(argv=[], exit_code=code, stdout=out, stderr=err)
 
-    assert grade_output(res("==== 3 passed, 1 failed in 0.1s ====", 1)) == (0.75, 3, 4)
-    assert grade_output(res("1 failed, 1 passed, 2 errors", 1)) == (0.25, 1, 4)
+    assert grade_output(res("F.\n==== 3 passed, 1 failed in 0.1s ====", 1), "pytest") == \
+        (0.75, 3, 4)
+    assert grade_output(res("1 failed, 1 passed, 2 errors in 2.50s", 1), "pytest") == \
+        (0.25, 1, 4)
     assert grade_output(res("ok 1 - a\nnot ok 2 - b\nok 3 - c\n")) == (2 / 3, 2, 3)
-    assert grade_output(res("", 0)) == (1.0, 1, 1)
-    assert grade_output(res("", 2)) == (0.0, 0, 1)
+    # silence (or an exit status alone) never scores
+    assert grade_output(res("", 0)) == (0.0, 0, 0)
+    assert grade_output(res("", 0), "pytest") == (0.0, 0, 0)
+    assert grade_output(res("", 0), "run-tests.sh") == (0.0, 0, 0)
+    # pytest counts come only from the final summary line, never from quoted output
+    quoted = "E   AssertionError: assert '999 passed' == '3'\n==== 1 failed in 0.1s ===="
+    assert grade_output(res(quoted, 1), "pytest") == (0.0, 0, 1)
+    assert grade_output(res("==== 1 failed in 0.1s ====\n999 passed", 1), "pytest") == \
+        (0.0, 0, 0)
+    assert grade_output(res("", 1, err="5 passed in 0.1s"), "pytest") == (0.0, 0, 0)
+    assert grade_output(res("setup\n2 passed in 0.3s\ndone\n"), "run-tests.sh") == \
+        (1.0, 2, 2)
 
 
 def _tbench(root: Path) -> Path:
@@ -85,3 +97,82 @@ def test_planted_conftest_cannot_fake_a_pass(tmp_path: Path) -> None:
              "mkdir -p .polyrl_tests && echo 'def test_x(): pass' > .polyrl_tests/test_fake.py")
     ep = run_actions(domain.env(task), [plant, "done"])
     assert ep.reward == 0.0
+
+
+def test_pytest_counts_ignore_quoted_agent_output(tmp_path: Path) -> None:
+    """A file whose content reads like a pytest summary is quoted in the failure report."""
+    domain = TbenchDomain(_tbench(tmp_path))
+    task = next(domain.tasks("test"))
+    ep = run_actions(domain.env(task), ["echo '999 passed' > n.txt", "done"])
+    assert ep.reward == 0.0
+    assert ep.info["last_info"]["score"].components["tests_total"] == 2
+
+
+# ---------------------------------------------------------- generated tasks (check.py)
+def _gen_task(tmp_path: Path, category: str) -> tuple[TerminalGenDomain, Task]:
+    domain = TerminalGenDomain(cache_dir=tmp_path)
+    task = next(t for t in domain.tasks("test", n=7, difficulty=5)
+                if t.metadata["category"] == category)
+    return domain, task
+
+
+@pytest.mark.parametrize("category", ["git", "debug"])
+def test_planted_test_folder_cannot_fake_a_pass(tmp_path: Path, category: str) -> None:
+    """A read-only .polyrl_tests with a glob.py that prints TAP and exits 0 silently."""
+    domain, task = _gen_task(tmp_path, category)
+    plant = ("mkdir -p .polyrl_tests && printf 'import os\\nfor i in range(1, 6): "
+             "print(\"ok\", i, \"- x\")\\nos._exit(0)\\n' > .polyrl_tests/glob.py && "
+             "cp .polyrl_tests/glob.py glob.py && chmod 555 .polyrl_tests")
+    score = domain.score(task, Episode(task_id=task.id, turns=[Turn("assistant", plant)]))
+    assert score.reward == 0.0 and not score.passed
+    assert score.components["tests_total"] == 5  # the real check ran
+    assert domain.score(task, task.reference).reward == 1.0
+    assert domain.score(task, "").reward == 0.0
+
+
+def test_agent_code_cannot_patch_the_grader_memory(tmp_path: Path) -> None:
+    """stats.py (run by the debug checks) rewrites 'not ok' in every /proc/<pid>/mem."""
+    domain, task = _gen_task(tmp_path, "debug")
+    payload = (
+        "import os, re\n"
+        "for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
+        "    try:\n"
+        "        maps = open(f'/proc/{pid}/maps').read().splitlines()\n"
+        "        mem = open(f'/proc/{pid}/mem', 'r+b', buffering=0)\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    for line in maps:\n"
+        "        lo, hi = (int(x, 16) for x in line.split()[0].split('-'))\n"
+        "        if line.split()[1][:2] != 'rw' or hi - lo > 1 << 28:\n"
+        "            continue\n"
+        "        try:\n"
+        "            mem.seek(lo)\n"
+        "            data = mem.read(hi - lo)\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        for m in re.finditer(rb'not ok', data):\n"
+        "            mem.seek(lo + m.start())\n"
+        "            mem.write(b'ok    ')\n")
+    plant = f"cat > stats.py <<'EOF'\n{payload}EOF"
+    ep = run_actions(domain.env(task), [plant, "done"])
+    assert ep.reward == 0.0
+
+
+def test_git_config_of_the_workspace_runs_nothing_while_grading(tmp_path: Path) -> None:
+    """core.fsmonitor, a textconv and a clean filter set by the agent leave no trace."""
+    domain, task = _gen_task(tmp_path, "git")
+    plant = ("for h in fsm tc cl; do printf '#!/bin/sh\\ntouch /workspace/MARK.%s\\ncat \"$@\"\\n' "
+             "$h > $h.sh; chmod +x $h.sh; done\n"
+             "git -C repo config core.fsmonitor /workspace/fsm.sh\n"
+             "git -C repo config diff.ev.textconv /workspace/tc.sh\n"
+             "git -C repo config filter.fi.clean /workspace/cl.sh\n"
+             "echo '* diff=ev filter=fi' > repo/.git/info/attributes\n"
+             "touch repo/app.txt; sleep 1.1; touch repo/app.txt")
+    with domain.env(task) as env:
+        env.reset()
+        env.step(task.reference)
+        env.step(plant)
+        _, reward, term, _, _ = env.step("done")
+        marks = sorted(p.name for p in Path(env.session.workspace.path).glob("MARK.*"))
+    assert term and reward == 1.0  # drivers became `cat`: the repository still reads right
+    assert marks == []

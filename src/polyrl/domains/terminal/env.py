@@ -5,10 +5,23 @@ Actions (``parse_action``): a shell command (plain text or the last fenced
 {"command": "..."}}``, or the done action ``done``. Observations show the exit code
 and the tail of stdout/stderr (``MAX_OBS_CHARS`` each). The episode ends on ``done``
 (terminated), or when ``max_turns`` commands or ``agent_timeout_s`` seconds of
-command wall time are used (truncated). Then the tests are copied to
-``/workspace/.polyrl_tests`` and run; reward = tests passed / tests reported
-(pytest summary or TAP ``ok``/``not ok`` lines), or exit status 0/1 when they report
-no counts. ``info["score"]`` holds the final ``Score``.
+command wall time are used (truncated). Then the tests run (``run_tests``); reward =
+tests passed / tests reported, read from pytest's final summary line (``test_*.py``)
+or TAP ``ok``/``not ok`` lines (``check.py``/``check.sh``); a run that reports no
+counts scores 0. ``info["score"]`` holds the final ``Score``.
+
+Grading is built so that nothing the agent left in ``/workspace`` runs as part of the
+grader (see ``GRADER``): the test files are written by the grading command itself into
+a fresh ``mkdtemp`` folder of the sandbox's ``/tmp`` (a new tmpfs for every command, so
+the agent cannot have prepared it, and ``/workspace/.polyrl_tests`` is just an agent
+file); the grader is ``python3 -I`` (no script folder, cwd, ``PYTHON*`` variable or
+user site on the import path) running as the sandbox's pid 1 (no signal from inside
+kills it; every process left dies with it) and non-dumpable (agent code it runs cannot
+open its ``/proc/<pid>/mem``); git runs without system/global config, hooks,
+fsmonitor, pager, replace refs and with every filter/textconv/diff/merge driver of the
+workspace's repositories turned into ``cat`` (so agent-written git config runs nothing
+and forges no git output). Known limit: ``check.sh`` and ``run-tests.sh`` run in bash,
+which stays dumpable (agent code the script runs may patch it).
 """
 
 from __future__ import annotations
@@ -26,11 +39,104 @@ from polyrl.types import ExecResult, Score, Task
 DONE = "done"
 MAX_OBS_CHARS = 2000
 STEP_TIMEOUT_S = 30.0
-TEST_DIR = "/workspace/.polyrl_tests"
 _LOCK = threading.Lock()
 _SANDBOX: Any = None
-_PYTEST_RE = re.compile(r"(\d+) (passed|failed|error|errors)\b")
+# pytest's final summary line: "3 passed, 1 failed in 0.12s" (-q), or the same between
+# "=" rules; "in 0.12s (0:00:00)" for long runs
+_PYTEST_SUMMARY_RE = re.compile(
+    r"^=*\s*((?:\d+ [a-z]+|no tests ran)(?:, \d+ [a-z]+)*) in \d+(?:\.\d+)?s"
+    r"(?: \([0-9:]+\))?\s*=*$")
+_PYTEST_COUNT_RE = re.compile(r"(\d+) ([a-z]+)")
 _TAP_RE = re.compile(r"^(not ok|ok)\b", re.M)
+
+# Run as ``exec python3 -I -c "$POLYRL_GRADER"`` with a JSON spec on stdin:
+# {"mode": "pytest"|"check.py"|"check.sh"|"run-tests.sh", "files": {rel: text}}.
+GRADER = r"""
+import ctypes, json, os, runpy, signal, subprocess, sys, tempfile, traceback
+spec = json.load(sys.stdin)
+for key in [k for k in os.environ if k.startswith("POLYRL_")]:
+    del os.environ[key]
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<pid>/mem etc. closed
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # pid 1 without handlers: unkillable inside
+null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null, 0)
+os.close(null)
+root = tempfile.mkdtemp(prefix="polyrl-grade-", dir="/tmp")
+for rel, text in spec["files"].items():
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+tests = os.path.join(root, "tests")
+git = {"core.fsmonitor": "false", "core.hooksPath": "/dev/null", "core.pager": "cat",
+       "core.attributesFile": "/dev/null", "core.sshCommand": "false",
+       "log.showSignature": "false", "gpg.program": "false"}
+os.environ.update(TEST_DIR=tests, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null",
+                  GIT_ATTR_NOSYSTEM="1", GIT_NO_REPLACE_OBJECTS="1", GIT_OPTIONAL_LOCKS="0",
+                  GIT_TERMINAL_PROMPT="0")
+
+
+def set_git_env():
+    items = list(git.items())
+    os.environ["GIT_CONFIG_COUNT"] = str(len(items))
+    for i, (k, v) in enumerate(items):
+        os.environ[f"GIT_CONFIG_KEY_{i}"], os.environ[f"GIT_CONFIG_VALUE_{i}"] = k, v
+
+
+set_git_env()
+seen = 0
+for top, dirs, files in os.walk("/workspace"):  # every repository's named drivers
+    seen += 1
+    if seen > 200000:
+        sys.exit("Bail out! polyrl grader: over 200000 folders in /workspace")
+    if ".git" in dirs or ".git" in files:
+        try:
+            out = subprocess.run(["git", "-C", top, "config", "-z", "--name-only", "--list"],
+                                 capture_output=True, text=True, timeout=20).stdout
+        except FileNotFoundError:  # no git in the sandbox: no git config can run either
+            break
+        except subprocess.TimeoutExpired:
+            sys.exit("Bail out! polyrl grader: git config timed out in " + top)
+        for key in out.split("\0"):
+            sect, _, last = key.rpartition(".")
+            if key == "diff.external":  # set by the agent: git diff fails instead
+                git[key] = ""
+            if sect.split(".", 1)[0] in ("filter", "diff", "merge") and "." in sect:
+                if last in ("clean", "smudge", "textconv", "command", "driver"):
+                    git[key] = "cat"
+                elif last == "process":
+                    git[key] = ""
+                if sect.startswith("filter."):
+                    git[sect + ".required"] = "false"
+    dirs[:] = [d for d in dirs if d != ".git"]
+set_git_env()
+os.chdir("/workspace")
+mode = spec["mode"]
+try:
+    if mode == "pytest":
+        import pytest
+        code = pytest.main(["-q", "-p", "no:cacheprovider", "-c", os.path.join(root, "pytest.ini"),
+                            "--rootdir=" + tests, "--confcutdir=" + tests, tests])
+    elif mode == "check.py":
+        sys.argv = [os.path.join(tests, "check.py")]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        code = 0
+    else:
+        script = os.path.join(root, "run-tests.sh") if mode == "run-tests.sh" else \
+            os.path.join(tests, "check.sh")
+        sys.stdout.flush()
+        code = subprocess.call(["bash", script])
+except SystemExit as e:
+    code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+    if not isinstance(e.code, int | None):
+        print(e.code, file=sys.stderr)
+except BaseException:
+    traceback.print_exc()
+    code = 1
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(int(code) & 255)  # no atexit hook or thread of imported agent code prints after
+"""
 
 
 def default_sandbox() -> Any:
@@ -83,39 +189,60 @@ def format_observation(res: ExecResult) -> str:
     return "\n".join(parts)
 
 
-def test_command(task: Task) -> str:
-    """The shell command that runs the task's tests (cwd /workspace)."""
+def test_mode(task: Task) -> str:
+    """How ``task``'s tests run: ``"run-tests.sh"`` (the task's script), ``"pytest"``
+    (``test_*.py``), ``"check.py"`` or ``"check.sh"`` (TAP lines).
+
+    Raises:
+        GraderError: the task has none of these.
+    """
     meta = task.metadata
     if meta.get("run_tests"):
-        return f"TEST_DIR={TEST_DIR} bash {TEST_DIR}/../.polyrl_run_tests.sh"
+        return "run-tests.sh"
     names = list(meta["tests"])
     if any(n.rsplit("/", 1)[-1].startswith("test_") and n.endswith(".py") for n in names):
-        # -P: no cwd on sys.path; -c/--rootdir/--confcutdir: ignore any pytest.ini or
-        # conftest.py the agent may have planted in /workspace
-        return (f"python3 -P -m pytest -q -p no:cacheprovider -c {TEST_DIR}/.pytest.ini "
-                f"--rootdir={TEST_DIR} --confcutdir={TEST_DIR} {TEST_DIR}")
-    if "check.py" in names:
-        return f"python3 {TEST_DIR}/check.py"
-    if "check.sh" in names:
-        return f"bash {TEST_DIR}/check.sh"
+        return "pytest"
+    for name in ("check.py", "check.sh"):
+        if name in names:
+            return name
     raise GraderError(f"task {task.id}: tests have no test_*.py, check.py or check.sh")
 
 
-def grade_output(res: ExecResult) -> tuple[float, int, int]:
-    """``(fraction passed, passed, total)`` from a test run's output."""
-    out = res.stdout + "\n" + res.stderr
+def _pytest_summary(stdout: str, *, last_only: bool) -> tuple[int, int] | None:
+    """``(passed, total)`` from pytest's summary line (the last line of ``stdout``, or with
+    ``last_only=False`` the last line anywhere that is one), or None."""
+    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    for line in reversed(lines[-1:] if last_only else lines):
+        m = _PYTEST_SUMMARY_RE.match(line)
+        if m:
+            counts = {"passed": 0, "failed": 0, "error": 0}
+            for n, word in _PYTEST_COUNT_RE.findall(m.group(1)):
+                word = "error" if word.startswith("error") else word
+                if word in counts:
+                    counts[word] += int(n)
+            return counts["passed"], sum(counts.values())
+    return None
+
+
+def grade_output(res: ExecResult, mode: str = "check.py") -> tuple[float, int, int]:
+    """``(fraction passed, passed, total)`` from a test run's stdout (stderr is ignored).
+
+    ``mode`` (see ``test_mode``): ``"pytest"`` reads only pytest's final summary line
+    (the last non-blank stdout line); ``"check.py"``/``"check.sh"`` only TAP lines;
+    ``"run-tests.sh"`` the last pytest summary line, else TAP lines. No counts (or
+    zero tests) gives ``(0.0, 0, 0)``: the exit status alone never scores.
+    """
+    if mode in ("pytest", "run-tests.sh"):
+        got = _pytest_summary(res.stdout, last_only=mode == "pytest")
+        if got is not None and got[1]:
+            return got[0] / got[1], got[0], got[1]
+        if mode == "pytest":
+            return 0.0, 0, 0
     tap = _TAP_RE.findall(res.stdout)
     if tap:
         good = sum(1 for t in tap if t == "ok")
         return good / len(tap), good, len(tap)
-    counts = {"passed": 0, "failed": 0, "error": 0}
-    for n, word in _PYTEST_RE.findall(out):
-        counts["error" if word.startswith("error") else word] += int(n)
-    total = sum(counts.values())
-    if total:
-        return counts["passed"] / total, counts["passed"], total
-    ok = res.exit_code == 0 and res.limit_hit is None
-    return float(ok), int(ok), 1
+    return 0.0, 0, 0
 
 
 class TerminalEnv(Env):
@@ -156,9 +283,10 @@ class TerminalEnv(Env):
                f"command per turn (at most {meta['max_turns']}); reply `{DONE}` when finished.")
         return obs, {"max_turns": meta["max_turns"]}
 
-    def _exec(self, command: str, timeout_s: float) -> ExecResult:
+    def _exec(self, command: str, timeout_s: float, *, stdin: str | None = None,
+              env: dict[str, str] | None = None) -> ExecResult:
         limits = self.session.limits.replace(timeout_s=timeout_s, cpu_s=timeout_s)
-        res = self.session.run(command, limits=limits)
+        res = self.session.run(command, limits=limits, stdin=stdin, env=env)
         if res.error:
             raise SandboxError(f"task {self.task.id}: {res.error}: {res.error_message}")
         return res
@@ -189,17 +317,24 @@ class TerminalEnv(Env):
         return obs, score.reward, terminated, not terminated, {"score": score}
 
     def run_tests(self) -> Score:
-        """Copy the tests in, run them, and grade (reward = fraction passed)."""
+        """Run the task's tests through ``GRADER`` and grade (reward = fraction passed).
+
+        The test files travel on stdin and are written by the grading command into a
+        fresh folder of its own ``/tmp``; nothing is copied into ``/workspace``.
+
+        Raises:
+            SandboxError: the sandbox failed. GraderError: the task has no runnable tests.
+        """
         meta = self.task.metadata
-        self._exec("rm -rf /workspace/.polyrl_tests /workspace/.polyrl_run_tests.sh", 30.0)
-        self.session.write_file(".polyrl_tests/.pytest.ini", "[pytest]\n")
-        for rel, content in meta["tests"].items():
-            self.session.write_file(f".polyrl_tests/{rel}", content)
+        mode = test_mode(self.task)
+        files = {f"tests/{rel}": text for rel, text in meta["tests"].items()}
+        files["pytest.ini"] = "[pytest]\n"
         if meta.get("run_tests"):
-            self.session.write_file(".polyrl_run_tests.sh", meta["run_tests"])
-        cmd = f"cd /workspace && {test_command(self.task)}"
-        res = self._exec(cmd, meta["test_timeout_s"])
-        frac, good, total = grade_output(res)
+            files["run-tests.sh"] = meta["run_tests"]
+        res = self._exec('cd /workspace && exec python3 -I -c "$POLYRL_GRADER"',
+                         meta["test_timeout_s"], env={"POLYRL_GRADER": GRADER},
+                         stdin=json.dumps({"mode": mode, "files": files}))
+        frac, good, total = grade_output(res, mode)
         return Score(
             reward=frac,
             components={"tests_fraction": frac, "tests_passed": float(good),

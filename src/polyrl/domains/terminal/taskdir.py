@@ -7,10 +7,11 @@ Layout read (after the public Terminal-Bench task format)::
                    max_turns (polyrl extension, default 10 + 4 * difficulty)
     setup.sh       optional: run in the workspace before the episode
     solution.sh    the oracle (run as one command)
-    tests/         the check, copied in after the episode: ``test_*.py`` (pytest),
+    tests/         the check, run after the episode: ``test_*.py`` (pytest),
                    else ``check.py`` or ``check.sh`` printing TAP lines (``ok 1 - ...`` /
                    ``not ok 2 - ...``)
-    run-tests.sh   optional: overrides how tests run (``$TEST_DIR`` = tests folder)
+    run-tests.sh   optional: overrides how tests run (``$TEST_DIR`` = the tests folder,
+                   a fresh folder outside /workspace; cwd /workspace)
     Dockerfile / docker-compose.yaml: only a Dockerfile made of FROM/WORKDIR
                    (/workspace)/ENV/LABEL/ARG/CMD lines can run in the sandbox; other
                    tasks are skipped with the reason (they need a container image).
