@@ -27,11 +27,29 @@ def test_percent_against_fraction(pred: str, ok: bool) -> None:
     assert _score(pred, ["12.3"], "percent")[0] == float(ok)
 
 
-def test_tolerance_and_rounding_to_the_golds_decimals() -> None:
+def test_rounding_to_the_golds_written_precision() -> None:
     assert _score("2.94", ["2.9"])[0] == 1.0  # gold written to 1 decimal
+    assert _score("2.86", ["2.9"])[0] == 1.0
     assert _score("3.0", ["2.9"])[0] == 0.0
-    assert _score("1497", ["1496"])[0] == 1.0  # within rel_tol 1e-3
-    assert _score("1498", ["1496"])[0] == 0.0
+    assert _score("2.96", ["2.9"])[0] == 0.0
+    assert _score("-12,640,000", ["-12.6"], "million")[0] == 1.0  # half a unit = 50,000
+    assert _score("-12,660,000", ["-12.6"], "million")[0] == 0.0
+    assert _score("-0.0126 billion", ["-12.6"], "million")[0] == 1.0  # float error only
+
+
+@pytest.mark.parametrize(("pred", "ok"), [
+    ("2019", True), ("2019.0", True), ("2018", False), ("2020", False), ("2017", False),
+    ("2019.4", False),
+])
+def test_integer_golds_match_exactly(pred: str, ok: bool) -> None:
+    assert _score(pred, ["2019"])[0] == float(ok)  # a year: neighbours are wrong answers
+
+
+def test_integer_golds_in_a_scale_match_exactly() -> None:
+    assert _score("1497", ["1496"], "million")[0] == 0.0
+    assert _score("1.496 billion", ["1,496"], "million")[0] == 1.0
+    assert _score("1,496,000,000", ["1,496"], "million")[0] == 1.0
+    assert _score("1,497,000,000", ["1,496"], "million")[0] == 0.0
 
 
 def test_multi_span_partial_f1() -> None:

@@ -34,6 +34,15 @@ def test_scale_handling_on_a_real_question(domain: TatQaDomain) -> None:
     assert domain.score(task, "Answer: $1,496.5 thousand").reward == 0.0
 
 
+def test_a_year_answer_needs_the_year(domain: TatQaDomain) -> None:
+    task = next(t for t in domain.tasks("test")
+                if t.id == "f4142349-eb72-49eb-9a76-f3ccb1010cbc")  # gold 2019
+    assert domain.score(task, "Answer: 2019").passed
+    for year in (2017, 2018, 2020, 2021):
+        score = domain.score(task, f"Answer: {year}")
+        assert score.reward == 0.0 and not score.passed
+
+
 def test_missing_data_names_the_path(tmp_path) -> None:
     with pytest.raises(ConfigError, match="tatqa_missing.json"):
         list(TatQaDomain(path=tmp_path / "tatqa_missing.json").tasks("test"))

@@ -66,7 +66,8 @@ class FinanceDomain(Domain):
     """Base of the finance domains: subclasses make tasks; scoring is shared.
 
     Args:
-        rel_tol: relative tolerance of numeric matches.
+        rel_tol: float slack of numeric matches (golds match at their written precision,
+            see ``metric``).
         rubric: the reward terms (default ``finance_rubric()``).
     """
 

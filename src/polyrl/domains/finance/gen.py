@@ -19,6 +19,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 
 from polyrl.domains.finance.domain import INSTRUCTION, FinanceDomain, finance_rubric, gold_text
+from polyrl.domains.finance.metric import DEFAULT_REL_TOL
 from polyrl.domains.finance.statements import NAMES, Company, cell, make_company, render
 from polyrl.types import Task
 
@@ -194,7 +195,7 @@ class FinanceGenDomain(FinanceDomain):
     id = "finance/gen-v1"
     description = "Generated financial statements + questions (lookup .. long multi-hop)"
 
-    def __init__(self, rel_tol: float = 1e-3) -> None:
+    def __init__(self, rel_tol: float = DEFAULT_REL_TOL) -> None:
         super().__init__(rel_tol, finance_rubric(f1_weight=0.8, closeness_weight=0.2))
 
     def tasks(self, split: str, *, difficulty: int | Sequence[int] | None = None,

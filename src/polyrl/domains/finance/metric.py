@@ -12,8 +12,13 @@ thousand, million, billion, percent) matches a predicted ``p`` when:
     - ``p`` states none: ``p`` is close to ``g`` (same units as the document) or to
       ``g * G`` (absolute units); for a percent gold also ``100 * p`` to ``g``, so
       ``0.123`` matches ``12.3%``.
-"Close" means ``|p - g| <= rel_tol * |g|``, or ``p`` rounded to the gold's written
-decimals equals the gold (golds are rounded: ``2.94`` matches a gold ``2.9``).
+"Close" is judged at the gold's written precision (TAT-QA's rounding rule): a gold
+written with ``d`` decimals matches a ``p`` within half a unit of its last digit
+(``p`` rounded to ``d`` decimals is the gold: ``2.94`` and ``2.85`` match a gold ``2.9``,
+``2.96`` does not); a gold written as an integer (``2019``, ``1,496``) must be met
+exactly, so neighbouring years or counts never match. The unit follows the gold's
+scale (``-12.6 million``: half a unit is 50,000 when ``p`` is in absolute units).
+``rel_tol`` only absorbs floating-point error (``0.0126 billion`` vs ``12.6 million``).
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from scipy.optimize import linear_sum_assignment
 
 from polyrl.domains.finance.answer import SCALES, Value, parse_value
 
-DEFAULT_REL_TOL = 1e-3
-"""Default relative tolerance of numeric matches."""
+DEFAULT_REL_TOL = 1e-9
+"""Relative slack for floating-point error in numeric matches (not an answer tolerance)."""
 
 _ARTICLES = {"a", "an", "the"}
 
@@ -56,10 +61,12 @@ def make_item(text: str, scale: str = "") -> Item:
     return Item(text, value, tokens(text))
 
 
-def _close(p: float, g: float, decimals: int, rel_tol: float) -> bool:
-    if abs(p - g) <= rel_tol * abs(g) + 1e-9:
-        return True
-    return decimals > 0 and round(p, decimals) == round(g, decimals)
+def _close(p: float, g: float, decimals: int, rel_tol: float, unit: float = 1.0) -> bool:
+    """``p`` states ``g`` at the gold's precision: within half of ``unit * 10**-decimals``
+    when ``decimals > 0``, else exactly; ``rel_tol * max(|g|, 1)`` is float slack."""
+    slack = rel_tol * max(abs(g), 1.0)
+    half = 0.5 * unit * 10.0 ** -decimals if decimals > 0 else 0.0
+    return abs(p - g) <= half + slack
 
 
 def numbers_match(pred: Value, gold: Value, rel_tol: float = DEFAULT_REL_TOL) -> bool:
@@ -71,10 +78,11 @@ def numbers_match(pred: Value, gold: Value, rel_tol: float = DEFAULT_REL_TOL) ->
         if pred.scale:
             return False
         return _close(pred.value, g, d, rel_tol) or _close(100 * pred.value, g, d, rel_tol)
-    absolute = g * SCALES[gs]
+    unit = SCALES[gs]
+    absolute = g * unit
     if pred.scale:
-        return _close(pred.value * SCALES[pred.scale], absolute, d, rel_tol)
-    return _close(pred.value, g, d, rel_tol) or _close(pred.value, absolute, d, rel_tol)
+        return _close(pred.value * SCALES[pred.scale], absolute, d, rel_tol, unit)
+    return _close(pred.value, g, d, rel_tol) or _close(pred.value, absolute, d, rel_tol, unit)
 
 
 def _numbers(toks: tuple[str, ...]) -> set[float]:

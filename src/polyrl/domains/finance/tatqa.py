@@ -19,6 +19,7 @@ from typing import Any
 from polyrl.domains.base import filter_tasks
 from polyrl.domains.code.paths import data_path
 from polyrl.domains.finance.domain import INSTRUCTION, FinanceDomain, gold_text
+from polyrl.domains.finance.metric import DEFAULT_REL_TOL
 from polyrl.errors import ConfigError
 from polyrl.types import Task
 
@@ -52,13 +53,14 @@ class TatQaDomain(FinanceDomain):
 
     Args:
         path: a TAT-QA JSON file; default the shared dev set.
-        rel_tol: relative tolerance of numeric matches.
+        rel_tol: float slack of numeric matches (golds match at their written precision).
     """
 
     id = "finance/tatqa-v1"
     description = "TAT-QA (hybrid table + text financial QA; EM and numeracy F1 with scales)"
 
-    def __init__(self, path: str | Path | None = None, rel_tol: float = 1e-3) -> None:
+    def __init__(self, path: str | Path | None = None,
+                 rel_tol: float = DEFAULT_REL_TOL) -> None:
         super().__init__(rel_tol)
         self.path = Path(path) if path is not None else data_path("tatqa/tatqa_dataset_dev.json")
         self._tasks: list[Task] | None = None
