@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -41,6 +42,17 @@ def test_difficulty_one_is_short_and_reward_is_dense() -> None:
     score = DOMAIN.score(task, f"{wrong:g}")
     assert score.components["f1"] == 0.0
     assert score.reward == pytest.approx(0.2 / (1 + 30 / max(gold, 1)))
+
+
+def test_listing_both_values_never_beats_committing_to_one() -> None:
+    for task in DOMAIN.tasks("train", difficulty=1, n=40):
+        doc = task.prompt[0]["content"]
+        values = re.findall(r": (\d+)\n", doc)[:2]
+        gold = task.metadata["answer_items"][0]
+        assert gold in values and task.metadata["answer_type"] == "arithmetic"
+        hedge = DOMAIN.score(task, "Answer: " + " | ".join(values))
+        assert hedge.components["f1"] == 0.0 and not hedge.passed
+        assert hedge.reward < DOMAIN.score(task, "Answer: " + gold).reward
 
 
 def test_difficulty_five_is_long() -> None:

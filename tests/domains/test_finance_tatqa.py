@@ -43,6 +43,18 @@ def test_a_year_answer_needs_the_year(domain: TatQaDomain) -> None:
         assert score.reward == 0.0 and not score.passed
 
 
+def test_candidate_lists_score_only_for_multi_span_golds(domain: TatQaDomain) -> None:
+    tasks = {t.id: t for t in domain.tasks("test")}
+    year = tasks["f4142349-eb72-49eb-9a76-f3ccb1010cbc"]  # span, gold 2019
+    for hedge in ("Answer: 2019 | 2018", "Answer: 2017 | 2018 | 2019"):
+        assert domain.score(year, hedge).reward == 0.0
+    change = tasks["eb787966-fa02-401f-bfaf-ccabf3828b23"]  # arithmetic, gold -12.6 million
+    assert domain.score(change, "Answer: -12.6 million | -12.5 million").reward == 0.0
+    multi = tasks["593c4388-5209-4462-8b83-b429c8612c25"]  # multi-span, three types
+    partial = domain.score(multi, "Answer: fixed-price type | cost-plus type")
+    assert partial.reward == pytest.approx(0.8) and not partial.passed
+
+
 def test_missing_data_names_the_path(tmp_path) -> None:
     with pytest.raises(ConfigError, match="tatqa_missing.json"):
         list(TatQaDomain(path=tmp_path / "tatqa_missing.json").tasks("test"))

@@ -6,7 +6,10 @@ A finance task's ``metadata`` holds:
     answer_type: "span", "multi-span", "arithmetic" or "count".
 
 Reward components (all logged on the ``Score``):
-    f1: numeracy-focused bag F1 (``metric.em_f1``), in [0, 1].
+    f1: numeracy-focused bag F1 (``metric.em_f1``), in [0, 1]. For a one-answer type
+        (``span``, ``arithmetic``, ``count``) it is 0 unless exactly one item is given, so
+        listing candidates (``2019 | 2018``) never beats committing to one; only a
+        ``multi-span`` gold earns partial F1 for a partial list.
     exact_match: 1.0 when the answer matches exactly (the binary verdict, ``passed``).
     closeness: for one-number golds, ``1 / (1 + relative error)`` (else the F1); shaping.
 """
@@ -94,6 +97,8 @@ class FinanceDomain(Domain):
         gold = [make_item(s, scale) for s in gold_strings]
         pred = [make_item(s) for s in split_items(final_answer(text))]
         em, f1 = em_f1(pred, gold, self.rel_tol)
+        if task.metadata.get("answer_type") != "multi-span" and len(pred) != len(gold):
+            f1 = 0.0  # one-answer type: a list of candidates is a hedge
         return Judged(pred, gold, em, f1)
 
     def score(self, task: Task, answer: Answer) -> Score:
