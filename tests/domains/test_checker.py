@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from polyrl.domains import Domain, Env, check_domain, run_actions
-from polyrl.domains.checker import EMPTY_ANSWERS, GARBAGE_ANSWERS
+from polyrl.domains.checker import EMPTY_ANSWERS, GARBAGE_ANSWERS, PROMPT_ECHO, prompt_echo
 from polyrl.domains.math import Arithmetic
 from polyrl.errors import GraderError
 from polyrl.types import Score, Task
@@ -46,6 +46,20 @@ def test_reward_for_empty_answer_fails():
     report = check_domain(Generous("gen"), n=3)
     assert not report.ok
     assert report.empty_mean == pytest.approx(0.25) and report.garbage_mean == pytest.approx(0.25)
+
+
+def test_reward_for_an_echoed_prompt_fails():
+    class ReadsPromptNumbers(Toy):  # dense credit for any digits: an echo earns it
+        def score(self, task, answer):
+            text = answer if isinstance(answer, str) else answer.text
+            s = super().score(task, answer)
+            if s.reward < 1.0 and any(ch.isdigit() for ch in text):
+                return Score(reward=0.1, components=s.components, passed=False)
+            return s
+
+    report = check_domain(ReadsPromptNumbers("echo"), n=3)
+    assert not report.ok and report.garbage_mean == pytest.approx(0.1 / 4)
+    assert any("garbage rewards" in p for p in report.problems)
 
 
 def test_nondeterministic_scoring_and_tasks_fail():
@@ -126,6 +140,9 @@ def test_overlapping_splits_fail_and_one_split_is_not_judged():
 def test_empty_and_garbage_answers_have_no_digits():
     for text in EMPTY_ANSWERS + GARBAGE_ANSWERS:
         assert not any(ch.isdigit() for ch in text)
+    assert PROMPT_ECHO in GARBAGE_ANSWERS  # replaced by each task's own prompt
+    task = next(Toy().tasks("test", n=1))
+    assert prompt_echo(task) == task.prompt[0]["content"]
 
 
 class GuessEnv(Env):

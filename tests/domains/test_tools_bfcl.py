@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,30 @@ def test_wrong_value_loses_credit(shared_data: Path) -> None:
     domain = BfclDomain(shared_data / "bfcl")
     t = next(t for t in load_bfcl(shared_data / "bfcl") if t.id == "simple_python_1")
     assert domain.score(t, "math.factorial(number=5)").reward == 1.0
-    assert domain.score(t, "math.factorial(number=6)").reward == pytest.approx(0.1 + 0.2 + 0.7 * 0.3)
+    # right name, no correct argument: name-only credit, no parsed/schema credit
+    assert domain.score(t, "math.factorial(number=6)").reward == pytest.approx(0.7 * 0.1)
     assert domain.score(t, 'math.factorial(number="5")').passed is False
+
+
+def test_prompt_echo_and_made_up_arguments_earn_little(shared_data: Path) -> None:
+    domain = BfclDomain(shared_data / "bfcl")
+    tasks = list(domain.tasks("test"))
+    for t in tasks:  # the system prompt lists the tool specs as JSON: not a call
+        assert domain.score(t, t.prompt[0]["content"]).reward == 0.0
+        echo = "\n".join(m["content"] for m in t.prompt)
+        assert domain.score(t, echo).reward == 0.0
+    made_up = []
+    for t in tasks:
+        e = t.metadata["expected"][0]
+        spec = next(s for s in t.metadata["tools"] if s["name"] == e["name"])
+        props = spec["parameters"]["properties"]
+        fill = {"integer": 987654, "float": 987654.5, "number": 987654.5, "string": "zzz",
+                "boolean": False, "array": [], "dict": {}, "tuple": []}
+        args = {k: fill.get(props[k].get("type"), "zzz")
+                for k in spec["parameters"].get("required", [])}
+        made_up.append(domain.score(t, json.dumps([{"name": e["name"], "arguments": args}])))
+    assert not any(s.passed for s in made_up)
+    assert sum(s.reward for s in made_up) / len(made_up) < 0.2
 
 
 def test_missing_files_give_config_error(tmp_path: Path) -> None:

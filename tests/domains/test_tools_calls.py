@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from polyrl.domains.tools.calls import ToolCall, format_call, parse_calls
 
 
@@ -27,6 +29,19 @@ def test_embedded_json_needs_arguments_key() -> None:
     assert parse_calls(text) == [ToolCall("add", {"a": 1})]
     # a dict that merely has a "name" is not a call
     assert parse_calls('the user is {"name": "John"}') is None
+
+
+def test_tool_specs_are_not_calls() -> None:
+    spec = {"name": "add", "description": "a+b", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}
+    bfcl = dict(spec, parameters=dict(spec["parameters"], type="dict"))
+    for text in (json.dumps(spec), json.dumps([spec, bfcl]),
+                 "You can call these functions (JSON schema):\n" + json.dumps([bfcl]),
+                 json.dumps({"type": "function", "function": spec})):
+        assert parse_calls(text) is None, text
+    # a call whose arguments happen to be named like schema keys is still a call
+    call = {"name": "f", "arguments": {"type": "object", "properties": {}}}
+    assert parse_calls(json.dumps(call)) == [ToolCall("f", call["arguments"])]
 
 
 def test_nothing_parses() -> None:

@@ -48,7 +48,17 @@ def test_partial_credit_is_dense(domain: ToolsGenDomain) -> None:
     assert s.reward == pytest.approx(0.1 + 0.2 + 0.7 * (0.3 + 0.7 * 0.5))
     assert not s.passed
     wrong_name = domain.score(task, json.dumps({"name": "nope", "arguments": args}))
-    assert wrong_name.reward == pytest.approx(0.1)
+    assert wrong_name.reward == 0.0
+    all_wrong = dict(args, a=args["a"] + 1, b=args["b"] + 1)
+    s = domain.score(task, json.dumps({"name": name, "arguments": all_wrong}))
+    assert s.reward == pytest.approx(0.7 * 0.1)  # name only: no parsed/schema credit
+
+
+@pytest.mark.parametrize("level", [3, 4, 5])
+def test_prompt_echo_is_not_a_call(domain: ToolsGenDomain, level: int) -> None:
+    for task in domain.tasks("test", difficulty=level, n=30):
+        score = domain.score(task, task.prompt[0]["content"])
+        assert score.reward == 0.0 and score.components["n_calls"] == 0.0
 
 
 def test_parallel_and_ordered_tasks(domain: ToolsGenDomain) -> None:

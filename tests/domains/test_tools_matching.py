@@ -59,6 +59,8 @@ def test_call_credit_hand_computed() -> None:
     assert call_credit(ToolCall("area", {"base": 10, "height": 5, "k": 1}), exp) == \
         pytest.approx(0.3 + 0.7 * 3 / 4)
     assert call_credit(ToolCall("other", {"base": 10, "height": 5}), exp) == 0.0
+    # right name, no correct argument: the low name-only floor
+    assert call_credit(ToolCall("area", {"base": 9, "height": 4, "unit": "ft"}), exp) == 0.1
 
 
 def test_parallel_order_insensitive_and_extra_missing_penalised() -> None:
@@ -84,4 +86,5 @@ def test_rubric_dense_components() -> None:
     # parsed 0.1*1 + schema 0.2*0 + match 0.7*(0.3 + 0.7/2)
     assert bad_type.reward == pytest.approx(0.1 + 0.7 * (0.3 + 0.35)) and not bad_type.passed
     assert score_calls(task, "").reward == 0.0
-    assert score_calls(task, "sub(a=1)").reward == pytest.approx(0.1)
+    assert score_calls(task, "sub(a=1)").reward == 0.0  # parsed, but no correct argument
+    assert score_calls(task, "area(base=1,height=2)").reward == pytest.approx(0.7 * 0.1)

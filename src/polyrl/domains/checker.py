@@ -6,7 +6,8 @@ domain has no test split):
 - the oracle (``domain.oracle(task)``, or ``domain.oracle_actions(task)``
   replayed through ``domain.env(task)`` for multi-turn domains) earns 1.0;
 - an empty answer (multi-turn: an immediate ``env.done_action``) and a few
-  garbage answers earn 0.0;
+  garbage answers earn 0.0, one of them the task's own prompt echoed back (its
+  messages' contents joined by newlines: a tool list, a question, the numbers shown);
 - ``tasks()`` with the same seed yields the same tasks, and scoring the same
   answer twice gives identical ``Score``s (episode rewards, multi-turn);
 - train and test are disjoint (by task id and by prompt text) where both exist:
@@ -32,8 +33,10 @@ from polyrl.types import Episode, Score, Task, Turn
 EMPTY_ANSWERS = ("", " \n\t ")
 """Completions that must earn reward 0.0."""
 
-GARBAGE_ANSWERS = ("I don't know.", "?!?! ### ...", "<|endoftext|>")
-"""Answers with no digits and no content that must also earn 0.0."""
+PROMPT_ECHO = "\x00<polyrl-checker:prompt-echo>\x00"
+"""Placeholder in ``GARBAGE_ANSWERS`` replaced by the task's prompt (``prompt_echo``)."""
+GARBAGE_ANSWERS = ("I don't know.", "?!?! ### ...", "<|endoftext|>", PROMPT_ECHO)
+"""Answers with no content of their own that must also earn 0.0."""
 
 _TOL = 1e-9
 _DONE = "\x00<polyrl-checker:done-action>\x00"
@@ -111,6 +114,11 @@ def run_actions(
     return episode
 
 
+def prompt_echo(task: Task) -> str:
+    """The task's prompt as an answer: every message's content, joined by newlines."""
+    return "\n".join(str(m.get("content", "")) for m in task.prompt)
+
+
 def _fingerprint(task: Task) -> str:
     text = json.dumps(task.prompt, sort_keys=True, ensure_ascii=False)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
@@ -167,6 +175,7 @@ class _Check:
     def bad(self, task: Task, answers: Sequence[str], what: str) -> list[float]:
         """Rewards of answers that must earn 0.0 (an error counts as 1.0: a failure)."""
         values: list[float | None] = []
+        answers = [prompt_echo(task) if a == PROMPT_ECHO else a for a in answers]
         if self.domain.multi_turn:
             plans = [[_DONE]] if what == "empty" else [[a, _DONE] for a in answers]
             values = [self._episode(task, plan, what) for plan in plans]

@@ -158,6 +158,17 @@ def extract_answer(text: str) -> ParsedNumber | None:
     return parse_number(text)
 
 
+def after_echo(text: str, shown: str) -> str:
+    """The part of ``text`` after the last verbatim copy of ``shown`` (the prompt, or
+    the question that ends it), so numbers echoed from the prompt are never read as
+    the answer; ``text`` itself when it holds no copy (or ``shown`` is blank)."""
+    shown = shown.strip()
+    if not shown:
+        return text
+    at = text.rfind(shown)
+    return text if at < 0 else text[at + len(shown):]
+
+
 def _strip_latex_text(s: str) -> str:
     """Drop ``\\text{...}`` / ``\\mathrm{...}`` units inside a box (``18\\text{ dollars}``)."""
     return re.sub(r"\\(?:text|mathrm|textbf|mbox)\s*\{[^{}]*\}", " ", s)

@@ -10,7 +10,8 @@ and scores answers:
   integer, see ``polyrl.domains.extract``) + ``digits`` (weight 0.5; dense credit: the
   fraction of digit positions, aligned by place value, that agree, halved when the sign
   is wrong; 0 for no or a non-integer answer). A perfect answer scores 1.0, an empty
-  one 0.0; ``Score.passed`` is ``exact == 1``.
+  one 0.0; ``Score.passed`` is ``exact == 1``. The answer is read after the last copy
+  of the prompt in the completion (``extract.after_echo``): an echoed prompt scores 0.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text
-from polyrl.domains.extract import ParsedNumber, extract_answer, positional_match
+from polyrl.domains.extract import ParsedNumber, after_echo, extract_answer, positional_match
 from polyrl.domains.mixture import normalize_difficulty
 from polyrl.types import Score, Task
 
@@ -135,6 +136,7 @@ class ProceduralMath(Domain):
 
     def score(self, task: Task, answer: Answer) -> Score:
         """Rubric score of ``answer``: components ``exact`` and ``digits``; passed = exact."""
-        score = self.rubric.score(task, extract_answer(answer_text(answer)))
+        text = after_echo(answer_text(answer), str(task.prompt[-1]["content"]))
+        score = self.rubric.score(task, extract_answer(text))
         score.passed = score.components["exact"] == 1.0
         return score

@@ -31,7 +31,8 @@ Splits: a task is ``test`` when ``crc32(<chain keys>|<code>) % 10 == 0``, else
 ``train`` (content-disjoint).
 
 Reward: ``exact`` (weight 0.5): the answer (the last run of digits in the
-completion) equals the code; ``chars`` (weight 0.5): dense credit, the fraction
+completion, read after the last copy of the question so an echoed prompt is no
+answer) equals the code; ``chars`` (weight 0.5): dense credit, the fraction
 of code positions (left-aligned) the answer gets right (``positional_match``).
 Perfect = 1.0, empty = 0.0, ``Score.passed`` = exact.
 """
@@ -46,7 +47,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text
-from polyrl.domains.extract import positional_match
+from polyrl.domains.extract import after_echo, positional_match
 from polyrl.domains.mixture import normalize_difficulty
 from polyrl.domains.recall.haystack import BYTES_PER_TOKEN, LazyTask, build_haystack
 from polyrl.types import Message, Score, Task
@@ -83,6 +84,13 @@ def render_prompt(meta: dict[str, Any]) -> list[Message]:
     text = build_haystack(meta["filler_seed"], meta["filler_bytes"],
                           [(s, d) for s, d in meta["facts"]])
     return [{"role": "user", "content": f"{text}\n\n{meta['question']}"}]
+
+
+def _question(meta: dict[str, Any]) -> str:
+    """The question that ends the prompt (read from metadata: no rendering)."""
+    if meta["format"] == "compact":
+        return f"Code of {meta['chain'][0]}?"
+    return str(meta["question"])
 
 
 def _answer(task: Task, parsed: str) -> float:
@@ -202,7 +210,8 @@ class NeedleRecall(Domain):
 
     def score(self, task: Task, answer: Answer) -> Score:
         """Score ``answer``: components ``exact`` and ``chars``; passed = exact."""
-        found = _DIGITS_RE.findall(answer_text(answer))
+        text = after_echo(answer_text(answer), _question(task.metadata))
+        found = _DIGITS_RE.findall(text)
         score = self.rubric.score(task, found[-1] if found else "")
         score.passed = score.components["exact"] == 1.0
         return score

@@ -12,6 +12,10 @@ Accepted forms (first that yields at least one call wins):
    ``[f(x=1), g(y="s")]``; dotted names (``math.factorial(number=5)``) allowed;
    argument values must be Python literals (``ast.literal_eval``).
 3. The first JSON value in free text that has ``arguments``/``parameters``/``tool_calls``.
+
+A tool spec is never a call: an object whose ``parameters`` is a JSON schema
+(``{"type": "object" | "dict", "properties": {...}}``) and that has no ``arguments``
+is skipped, so echoing the tool list of the prompt parses to no call.
 """
 
 from __future__ import annotations
@@ -41,6 +45,14 @@ _TAG_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _DECODER = json.JSONDecoder()
 
 
+def _is_spec(obj: dict[str, Any]) -> bool:
+    """True for a tool spec (``parameters`` holds a JSON schema, no ``arguments``)."""
+    params = obj.get("parameters")
+    return ("arguments" not in obj and "args" not in obj and isinstance(params, dict)
+            and params.get("type") in ("object", "dict")
+            and isinstance(params.get("properties"), dict))
+
+
 def _call_from_obj(obj: Any) -> list[ToolCall] | None:
     """Calls from one decoded JSON value, or None when it is not call-shaped."""
     if isinstance(obj, list):
@@ -58,7 +70,7 @@ def _call_from_obj(obj: Any) -> list[ToolCall] | None:
     if "function" in obj and isinstance(obj["function"], dict):  # OpenAI tool_call item
         return _call_from_obj(obj["function"])
     name = obj.get("name")
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str) or not name or _is_spec(obj):
         return None
     args: Any = {}
     for key in ("arguments", "parameters", "args"):

@@ -13,9 +13,13 @@ Rubric terms (each in [0, 1]):
     schema_valid: fraction of calls whose function exists in the task's tool specs and
         whose arguments validate against its JSON schema (``jsonschema``).
     call_match: sum over matched (predicted, expected) pairs of
-        ``0.3 * name_equal + 0.7 * argument_fraction`` divided by
-        ``max(n_expected, n_predicted)``, so missing and extra calls both cost;
-        pairs are positional when the task is ordered, else the best assignment.
+        ``0.3 * name_equal + 0.7 * argument_fraction`` (``NAME_ONLY_CREDIT`` when the
+        name is right but no argument given is) divided by ``max(n_expected, n_predicted)``,
+        so missing and extra calls both cost; pairs are positional when the task is
+        ordered, else the best assignment.
+The rubric (``rubric.py``) pays ``parsed`` and ``schema_valid`` only when some call
+has a correct argument (``call_credit > NAME_ONLY_CREDIT``), so a right name with
+made-up arguments, or a well-formed call to nothing, earns little.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import jsonschema
 
 from polyrl.domains.tools.calls import ToolCall
 
+NAME_ONLY_CREDIT = 0.1
+"""Credit of a call with the right name and no correct argument (a low floor)."""
 _BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 _STRIP = str.maketrans("", "", " ,./-_*^")
 
@@ -126,7 +132,9 @@ def call_credit(pred: ToolCall, expected: dict[str, Any]) -> float:
     """Credit in [0, 1] of one predicted call against one expected call.
 
     ``0.3 * name_equal + 0.7 * (matching arguments / arguments in either)``;
-    0.0 when the names differ.
+    ``NAME_ONLY_CREDIT`` when the name is right but no argument it gives matches
+    (omitting optional arguments alone is no correct argument); 0.0 when the names
+    differ.
     """
     if pred.name != expected["name"]:
         return 0.0
@@ -135,7 +143,11 @@ def call_credit(pred: ToolCall, expected: dict[str, Any]) -> float:
     if not keys:
         return 1.0
     good = sum(1 for k in keys if k in gold and _accepted(pred.arguments, k, gold[k]))
-    return 1.0 if good == len(keys) else 0.3 + 0.7 * good / len(keys)
+    if good == len(keys):
+        return 1.0
+    if not any(k in gold and _accepted(pred.arguments, k, gold[k]) for k in pred.arguments):
+        return NAME_ONLY_CREDIT  # rightly omitted optional arguments alone earn nothing
+    return 0.3 + 0.7 * good / len(keys)
 
 
 def match_calls(

@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 from polyrl.domains.base import RewardFn, Rubric
 from polyrl.domains.tools.calls import ToolCall, parse_calls
-from polyrl.domains.tools.matching import match_calls, validate_call
+from polyrl.domains.tools.matching import (
+    NAME_ONLY_CREDIT,
+    call_credit,
+    match_calls,
+    validate_call,
+)
 from polyrl.types import Score, Task
 
 
@@ -25,6 +30,8 @@ class Graded:
     n_valid: int
     call_match: float
     exact: bool
+    grounded: bool = False
+    """Some call has a correct argument (or is exact): ``parsed``/``schema_valid`` pay."""
 
 
 def grade(task: Task, text: str) -> Graded:
@@ -40,18 +47,21 @@ def grade(task: Task, text: str) -> Graded:
         and exact_pairs == len(expected)
         and n_valid == len(calls)
     )
-    return Graded(calls, n_valid, match, exact)
+    grounded = any(call_credit(c, e) > NAME_ONLY_CREDIT for c in calls for e in expected)
+    return Graded(calls, n_valid, match, exact, grounded)
 
 
 RUBRIC = Rubric(
     [
-        RewardFn("parsed", lambda t, g: 1.0 if g.calls else 0.0, 0.1),
-        RewardFn("schema_valid", lambda t, g: g.n_valid / len(g.calls) if g.calls else 0.0, 0.2),
+        RewardFn("parsed", lambda t, g: 1.0 if g.calls and g.grounded else 0.0, 0.1),
+        RewardFn("schema_valid",
+                 lambda t, g: g.n_valid / len(g.calls) if g.calls and g.grounded else 0.0, 0.2),
         RewardFn("call_match", lambda t, g: g.call_match if g.calls else 0.0, 0.7),
         RewardFn("n_calls", lambda t, g: float(len(g.calls)), 0.0),
     ]
 )
-"""Weights: parsed 0.1, schema_valid 0.2, call_match 0.7; ``n_calls`` monitored only."""
+"""Weights: parsed 0.1, schema_valid 0.2, call_match 0.7; ``n_calls`` monitored only.
+``parsed`` and ``schema_valid`` are 0 unless some call has a correct argument."""
 
 
 def score_calls(task: Task, text: str) -> Score:
