@@ -51,6 +51,11 @@ def value(text):
         ("no digits here", None),
         ("", None),
         ("\\boxed{x}", None),  # an explicit box without a number is no answer
+        ("\\boxed{18} wait\n#### 19", Fraction(19)),  # the later marker wins ...
+        ("#### 18\nFinal: \\boxed{23}", Fraction(23)),  # ... whichever its format
+        ("#### 17 or 18", None),  # a hedge: a marker must hold one number
+        ("\\boxed{17, 18}", None),
+        ("#### 18\n####", Fraction(18)),  # an empty marker line is no marker
     ],
 )
 def test_extract_answer_values(text, want):

@@ -55,6 +55,16 @@ def test_candidate_lists_score_only_for_multi_span_golds(domain: TatQaDomain) ->
     assert partial.reward == pytest.approx(0.8) and not partial.passed
 
 
+def test_correct_answers_in_other_formats(domain: TatQaDomain) -> None:
+    task = next(t for t in domain.tasks("test")
+                if t.id == "eb787966-fa02-401f-bfaf-ccabf3828b23")  # -12.6 million
+    for text in ("Answer: \\boxed{-12.6}", "Answer: \\boxed{-12.6 million}",
+                 "Answer: -12.6 million dollars", "Answer: -1.26e7",
+                 "Answer: -12.6 million USD.", "Answer: -$12.6 million"):
+        assert domain.score(task, text).passed, text
+    assert not domain.score(task, "Answer: -1.27e7").passed
+
+
 def test_missing_data_names_the_path(tmp_path) -> None:
     with pytest.raises(ConfigError, match="tatqa_missing.json"):
         list(TatQaDomain(path=tmp_path / "tatqa_missing.json").tasks("test"))

@@ -62,6 +62,22 @@ def test_thousands_and_wrong_answers(gsm):
     assert gsm.score(task, f"it is {gold}").components == {"correct": 1.0, "marked": 0.0}
 
 
+def test_the_final_marker_wins_and_a_hedge_scores_zero(gsm):
+    task = next(t for t in all_tasks(gsm) if t.id == "gsm8k/test/253")
+    assert task.metadata["answer"] == "18"
+    cases = {
+        "\\boxed{18} ... wait, actually #### 19": 0.0,  # the later marker (####) wins
+        "#### 18\n\nFinal: \\boxed{23}": 0.0,  # the later marker (box) wins
+        "#### 23\n\nFinal: \\boxed{18}": 1.0,
+        "\\boxed{23}\nSo\n#### 18": 1.0,
+        "#### 17 or 18": 0.0,  # a hedge: the marker holds two numbers
+        "\\boxed{17, 18}": 0.0,
+        "#### $18 dollars": 1.0,
+    }
+    for text, want in cases.items():
+        assert gsm.score(task, text).reward == want, text
+
+
 def test_seeded_order_and_n(gsm):
     a = [t.id for t in gsm.tasks("train", n=10, seed=1)]
     assert a == [t.id for t in gsm.tasks("train", n=10, seed=1)]

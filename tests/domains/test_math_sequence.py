@@ -64,6 +64,18 @@ def test_reward_is_arithmetics(seq):
     assert seq.score(task, "").reward == 0.0 and seq.score(task, "no idea").reward == 0.0
 
 
+def test_repeating_the_terms_reads_the_next_one(seq):
+    task = next(t for t in seq.tasks("test", n=50, difficulty=2)
+                if all(abs(v) >= 100 for v in t.metadata["terms"]))
+    gold = task.metadata["answer"]
+    listed = task.prompt[0]["content"].replace("?", gold)  # e.g. 419,447,475,503,531
+    for text in (listed, listed.replace(",", ", "), f"The sequence is {listed}."):
+        assert seq.score(task, text).reward == 1.0, text
+    wrong = task.prompt[0]["content"].replace("?", str(int(gold) + 1))
+    assert seq.score(task, wrong).components["exact"] == 0.0
+    assert seq.score(task, task.prompt[0]["content"]).reward == 0.0  # an echo
+
+
 def test_splits_are_disjoint_and_ids_stable(seq):
     train = {t.prompt[0]["content"] for t in seq.tasks("train", n=2000, difficulty=[1, 2])}
     test = {t.prompt[0]["content"] for t in seq.tasks("test", n=300, difficulty=[1, 2])}

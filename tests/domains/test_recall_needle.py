@@ -115,6 +115,14 @@ def test_reward_hand_values(needle):
         assert score.passed is (exact == 1.0)
 
 
+def test_code_with_separators_or_trailing_prose(needle):
+    task = next(needle.tasks("test", n=1, difficulty=2))
+    code = task.metadata["answer"]
+    for text in (f"{code[:3]},{code[3:]}", f"The code of {task.metadata['chain'][0]} is "
+                 f"{code} (1 hop).", f"{code}\nConfidence: 95%"):
+        assert needle.score(task, text).passed, text
+
+
 def test_splits_are_disjoint_and_seeded(needle):
     train = {(tuple(t.metadata["chain"]), t.reference) for t in needle.tasks("train", n=400)}
     test = {(tuple(t.metadata["chain"]), t.reference) for t in needle.tasks("test", n=400)}

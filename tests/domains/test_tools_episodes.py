@@ -41,6 +41,24 @@ def test_tool_results_come_from_the_world(domain: ToolEpisodesDomain) -> None:
         assert "invalid call" in obs
 
 
+def test_answers_in_plain_formats_are_read(domain: ToolEpisodesDomain) -> None:
+    price = next(domain.tasks("test", difficulty=1, n=1))  # a money answer
+    ans = price.metadata["answer"]
+    calls = domain.oracle_actions(price)[:-1]
+    for text, correct in [(f"ANSWER: {ans}.", True), (f"ANSWER: {ans} USD.", True),
+                          (f"ANSWER: {ans} dollars", True), (f'ANSWER: "${ans}"', True),
+                          (f"ANSWER: 1,{ans}", False), (f"ANSWER: {ans}9", False)]:
+        ep = run_actions(domain.env(price), [*calls, text])
+        assert ep.reward == pytest.approx(1.0 if correct else 0.2), text
+    name = next(domain.tasks("test", difficulty=2, n=1))  # a text answer
+    ans = name.metadata["answer"]
+    calls = domain.oracle_actions(name)[:-1]
+    for text, correct in [(f'ANSWER: "{ans}"', True), (f"ANSWER: {ans.upper()}!", True),
+                          (f"ANSWER: {ans} (customer 42)", False)]:
+        ep = run_actions(domain.env(name), [*calls, text])
+        assert ep.reward == pytest.approx(1.0 if correct else 0.2), text
+
+
 def test_partial_reward_for_lookups_without_answer(domain: ToolEpisodesDomain) -> None:
     task = next(domain.tasks("train", difficulty=3, n=1))
     calls = domain.oracle_actions(task)[:-1]

@@ -19,8 +19,11 @@ Number rules (documented once, tested in ``tests/domains/test_extract.py``):
   ``rel_tol = 1e-6`` by default, so ``0.3333333`` matches ``1/3`` but ``0.33``
   does not, and integers must be exact up to about a million.
 
-Answer priority in ``extract_answer``: the last ``\\boxed{...}``, else the last
-``#### x`` line, else the last number in the text.
+Answer in ``extract_answer``: the final answer marker wins, whichever its format:
+of the last ``\\boxed{...}`` and the last ``#### x`` line, the one written later
+(``\\boxed{18} ... #### 19`` reads 19, ``#### 18 ... \\boxed{23}`` reads 23). A marker
+must hold exactly one number: ``#### 17 or 18`` is a hedge and reads as no answer.
+Without a marker the answer is the last number in the text.
 """
 
 from __future__ import annotations
@@ -142,19 +145,42 @@ def extract_hash_answer(text: str) -> str | None:
     return answer or None
 
 
-def extract_answer(text: str) -> ParsedNumber | None:
-    """The final numeric answer: last ``\\boxed{}``, else ``####``, else the last number.
+def _last_boxed_at(text: str) -> int:
+    """Start of the last ``\\boxed{`` whose braces close (-1 when none)."""
+    for m in reversed(list(re.finditer(r"\\(?:boxed|fbox)\s*\{", text))):
+        depth = 1
+        for ch in text[m.end():]:
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            if depth == 0:
+                return m.start()
+    return -1
 
-    Returns None when the chosen source holds no number (``\\boxed{x}``) and the
-    text has no number at all; an explicit marker without a number falls back to
-    the last number of the whole text only when the marker is absent.
+
+def _last_hash(text: str) -> tuple[int, str]:
+    """Start and content of the last non-empty ``####`` answer line (-1, "" when none)."""
+    found = [m for m in _HASH_RE.finditer(text) if m.group(1).strip()]
+    return (found[-1].start(), found[-1].group(1).strip()) if found else (-1, "")
+
+
+def _one_number(text: str) -> ParsedNumber | None:
+    """The single number of a marker's content; None when it holds none or several."""
+    found = find_numbers(text)
+    return found[0] if len(found) == 1 else None
+
+
+def extract_answer(text: str) -> ParsedNumber | None:
+    """The final numeric answer: the later of the last ``\\boxed{}`` and the last
+    ``####`` line, else the last number (rules in the module docstring).
+
+    Returns None when the final marker does not hold exactly one number (``\\boxed{x}``,
+    ``#### 17 or 18``) or, with no marker, when the text has no number.
     """
-    boxed = extract_boxed(text)
-    if boxed is not None:
-        return parse_number(_strip_latex_text(boxed))
-    marked = extract_hash_answer(text)
-    if marked is not None:
-        return parse_number(marked)
+    box_at, (hash_at, marked) = _last_boxed_at(text), _last_hash(text)
+    if box_at > hash_at:
+        boxed = extract_boxed(text[box_at:])
+        return _one_number(_strip_latex_text(boxed or ""))
+    if hash_at >= 0:
+        return _one_number(marked)
     return parse_number(text)
 
 

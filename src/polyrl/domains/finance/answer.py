@@ -6,9 +6,12 @@ Formats understood (documented once, tested in ``tests/domains/test_finance_answ
     - a scale word after the number: ``thousand(s)``/``k``, ``million(s)``/``m``/``mn``,
       ``billion(s)``/``bn``/``b`` -> multiplier 1e3 / 1e6 / 1e9;
     - a percent sign or the word ``percent`` -> scale ``percent``;
+    - an exponent: ``-1.26e7`` -> -12,600,000;
+    - a currency word around the number: ``usd``, ``dollar(s)``, ``eur``, ``euro(s)`` ...;
     - several answers separated by `` | `` (or newlines), or a JSON list.
 The final answer is the text after the last ``Answer:``, else the last ``\\boxed{}``,
-else the last non-empty line.
+else the last non-empty line; a ``\\boxed{...}`` wrapping the whole answer line
+(``Answer: \\boxed{-12.6}``) is unwrapped.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ _SCALE_WORDS = {
 }
 _NUMBER = re.compile(
     r"(?P<open>\()?\s*(?P<sign>[-−–])?\s*[$€£¥]?\s*(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
-    r"|\.\d+)\s*(?P<close>\))?\s*(?P<pct>%)?")
+    r"|\.\d+)(?P<exp>[eE][-+]?\d+)?\s*(?P<close>\))?\s*(?P<pct>%)?")
+_CURRENCY_WORDS = frozenset({"usd", "us", "eur", "gbp", "rmb", "dollar", "dollars", "euro",
+                             "euros", "pound", "pounds"})
 _ANSWER = re.compile(r"answer\s*(?:is)?\s*[:：]\s*", re.IGNORECASE)
 
 
@@ -54,7 +59,9 @@ def final_answer(text: str) -> str:
     matches = list(_ANSWER.finditer(text))
     if matches:
         rest = text[matches[-1].end():].strip()
-        return rest.splitlines()[0].strip() if rest else ""
+        line = rest.splitlines()[0].strip() if rest else ""
+        boxed = re.fullmatch(r"\\boxed\s*\{(.*)\}\.?", line)
+        return boxed.group(1).strip() if boxed else line
     boxed = text.rfind("\\boxed{")
     if boxed != -1:
         depth, start = 0, boxed + len("\\boxed{")
@@ -99,12 +106,12 @@ def parse_value(item: str) -> Value | None:
     for w in words:
         if w in _SCALE_WORDS and not scale:
             scale = _SCALE_WORDS[w]
-        elif w in _SCALE_WORDS or w in ("usd", "us", "eur", "gbp", "rmb"):
+        elif w in _SCALE_WORDS or w in _CURRENCY_WORDS:
             continue
         else:
             return None
     raw = m.group("num").replace(",", "")
-    value = float(raw)
+    value = float(raw + (m.group("exp") or ""))
     negative = bool(m.group("sign")) or bool(m.group("open") and m.group("close"))
     decimals = len(raw.split(".")[1]) if "." in raw else 0
     return Value(-value if negative else value, scale, decimals)

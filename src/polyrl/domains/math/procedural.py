@@ -134,9 +134,12 @@ class ProceduralMath(Domain):
                 metadata={"answer": str(problem.answer), **problem.metadata},
             )
 
+    def answer_part(self, task: Task, text: str) -> str:
+        """The part of a completion the answer is read from: after an echoed prompt."""
+        return after_echo(text, str(task.prompt[-1]["content"]))
+
     def score(self, task: Task, answer: Answer) -> Score:
         """Rubric score of ``answer``: components ``exact`` and ``digits``; passed = exact."""
-        text = after_echo(answer_text(answer), str(task.prompt[-1]["content"]))
-        score = self.rubric.score(task, extract_answer(text))
+        score = self.rubric.score(task, extract_answer(self.answer_part(task, answer_text(answer))))
         score.passed = score.components["exact"] == 1.0
         return score

@@ -28,14 +28,19 @@ difficulty-1 space is small, and a held-out set of ~700 gives a 95% interval of 
 
 Reward: ``exact`` (0.5) + place-value ``digits`` (0.5), as ``math/arith-v1`` (see
 ``polyrl.domains.math.procedural``): dense credit for a next term that is nearly right.
+An answer that repeats the shown terms before the next one (``419,447,475,503,531``)
+is read after them: the commas of the prompt's list are separators there, never
+thousands separators, so the list is not read as one 15-digit number.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 
 from polyrl.domains.math.procedural import Problem, ProceduralMath
+from polyrl.types import Task
 
 
 def _step(rng: random.Random, lo: int, hi: int) -> int:
@@ -109,6 +114,13 @@ class NumberSequence(ProceduralMath):
 
     def __init__(self, domain_id: str = "math/sequence-v1", *, test_per_10: int = 3) -> None:
         super().__init__(domain_id, test_per_10=test_per_10)
+
+    def answer_part(self, task: Task, text: str) -> str:
+        """After an echoed prompt, and after the shown terms when the answer repeats them."""
+        text = super().answer_part(task, text)
+        terms = r"\s*,\s*".join(re.escape(str(t)) for t in task.metadata["terms"])
+        found = list(re.finditer(rf"(?<![\d.-]){terms}\s*,", text))
+        return text[found[-1].end():] if found else text
 
     def draw(self, rng: random.Random, difficulty: int) -> Problem:
         """A sequence of ``difficulty``; its split key is the prompt.

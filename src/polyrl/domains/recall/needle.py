@@ -30,9 +30,11 @@ the size without rendering.
 Splits: a task is ``test`` when ``crc32(<chain keys>|<code>) % 10 == 0``, else
 ``train`` (content-disjoint).
 
-Reward: ``exact`` (weight 0.5): the answer (the last run of digits in the
-completion, read after the last copy of the question so an echoed prompt is no
-answer) equals the code; ``chars`` (weight 0.5): dense credit, the fraction
+Reward: ``exact`` (weight 0.5): the answer (the last number in the completion with
+as many digits as the code, else the last number; thousands commas dropped, so
+``662,502`` is 662502 and in "The code of x is 662502 (1 hop)." the answer is 662502;
+read after the last copy of the question, so an echoed prompt is no answer) equals
+the code; ``chars`` (weight 0.5): dense credit, the fraction
 of code positions (left-aligned) the answer gets right (``positional_match``).
 Perfect = 1.0, empty = 0.0, ``Score.passed`` = exact.
 """
@@ -64,7 +66,7 @@ _ADJ = ("amber", "violet", "crimson", "silver", "golden", "indigo", "scarlet", "
         "ivory", "cobalt", "coral", "jade", "ochre", "teal", "russet", "azure")
 _ANIMALS = ("heron", "otter", "falcon", "badger", "lynx", "marten", "ibis", "walrus",
             "gecko", "bison", "puffin", "tapir", "jackal", "oriole", "newt", "stoat")
-_DIGITS_RE = re.compile(r"\d+")
+_DIGITS_RE = re.compile(r"(?<!\d)\d{1,3}(?:,\d{3})+(?!\d)|\d+")
 
 
 def _keys(rng: random.Random, k: int) -> list[str]:
@@ -211,8 +213,9 @@ class NeedleRecall(Domain):
     def score(self, task: Task, answer: Answer) -> Score:
         """Score ``answer``: components ``exact`` and ``chars``; passed = exact."""
         text = after_echo(answer_text(answer), _question(task.metadata))
-        found = _DIGITS_RE.findall(text)
-        score = self.rubric.score(task, found[-1] if found else "")
+        found = [f.replace(",", "") for f in _DIGITS_RE.findall(text)]
+        sized = [f for f in found if len(f) == len(task.metadata["answer"])]
+        score = self.rubric.score(task, (sized or found or [""])[-1])
         score.passed = score.components["exact"] == 1.0
         return score
 

@@ -10,6 +10,8 @@ answer or ``done`` (terminated) or after ``max_turns`` turns (truncated).
 Reward = 0.8 * answer_correct + 0.2 * coverage, where coverage is the fraction of the
 oracle's calls (name and arguments) the policy made validly. An episode with no calls
 and no answer scores 0. Money answers match within half a cent of the exact value.
+An answer is read with surrounding quotes and a trailing ``.``/``!`` dropped; a number
+may carry ``$``, thousands commas and a currency word (``USD``, ``dollars``).
 """
 
 from __future__ import annotations
@@ -61,16 +63,29 @@ def parse_answer(action: str) -> str | None:
     return m.group(1) if m else None
 
 
+_CURRENCY_RE = re.compile(r"(?i)\b(?:usd|us\s?dollars?|dollars?)\b|\$")
+_MONEY_RE = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+")
+
+
+def _bare(text: str) -> str:
+    """``text`` without surrounding spaces and quotes and a trailing ``.`` or ``!``."""
+    prev = None
+    while prev != text:
+        prev = text
+        text = text.strip().strip("\"'`").rstrip(".!")
+    return text
+
+
 def answer_matches(pred: str, task: Task) -> bool:
-    """Numbers within half a cent of the exact value; text case-insensitively."""
+    """Numbers within half a cent of the exact value; text case-insensitively (both
+    read as in the module docstring: ``"94.94 USD."`` is 94.94, ``'"Gus"'`` is Gus)."""
     exact = task.metadata.get("exact")
     if exact is not None:
-        try:
-            value = float(pred.replace("$", "").replace(",", "").replace("USD", "").strip())
-        except ValueError:
+        text = _bare(_CURRENCY_RE.sub(" ", _bare(pred))).replace(" ", "")
+        if not _MONEY_RE.fullmatch(text):
             return False
-        return abs(value - exact) <= 0.005 + 1e-9
-    return pred.strip().strip(".").lower() == str(task.metadata["answer"]).lower()
+        return abs(float(text.replace(",", "")) - exact) <= 0.005 + 1e-9
+    return _bare(pred).lower() == str(task.metadata["answer"]).lower()
 
 
 def _key(name: str, args: dict[str, Any]) -> str:
