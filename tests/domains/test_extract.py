@@ -74,8 +74,10 @@ def test_percent_flag_and_thousands_are_read_exactly():
 @pytest.mark.parametrize(
     "pred, gold, want",
     [
-        ("12.3%", "0.123", True),  # percent matches value / 100
-        ("12.3%", "12.3", True),  # ... and its face value
+        ("12.3%", "0.123", False),  # a marked answer is a percent only for a percent gold
+        ("12.3%", "12.3", True),  # ... else it is read at its face value
+        ("1800%", "18", False),  # ... never as value / 100
+        ("12.3%", "12.3%", True),
         ("0.123", "12.3%", True),  # a marked gold accepts its fraction form
         ("0.123", "12.3", False),  # a bare number is never rescaled
         ("1,234.5", "1234.5", True),

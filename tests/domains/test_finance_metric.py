@@ -27,6 +27,14 @@ def test_percent_against_fraction(pred: str, ok: bool) -> None:
     assert _score(pred, ["12.3"], "percent")[0] == float(ok)
 
 
+@pytest.mark.parametrize(("pred", "gold", "ok"), [
+    ("12.3%", "12.3", False), ("12.3%", "0.123", False), ("1.52%", "1.52", False),
+    ("12.3%", "12.3%", True), ("0.123", "12.3%", True), ("12.3", "12.3%", True),
+])
+def test_a_percent_answer_matches_only_a_percent_gold(pred: str, gold: str, ok: bool) -> None:
+    assert _score(pred, [gold])[0] == float(ok)
+
+
 def test_rounding_to_the_golds_written_precision() -> None:
     assert _score("2.94", ["2.9"])[0] == 1.0  # gold written to 1 decimal
     assert _score("2.86", ["2.9"])[0] == 1.0

@@ -73,6 +73,8 @@ def test_the_final_marker_wins_and_a_hedge_scores_zero(gsm):
         "#### 17 or 18": 0.0,  # a hedge: the marker holds two numbers
         "\\boxed{17, 18}": 0.0,
         "#### $18 dollars": 1.0,
+        "#### 18%": 1.0,  # a percent sign: the face value
+        "#### 1800%": 0.0,  # never value / 100 against a bare gold
     }
     for text, want in cases.items():
         assert gsm.score(task, text).reward == want, text

@@ -11,10 +11,12 @@ Number rules (documented once, tested in ``tests/domains/test_extract.py``):
   follow a digit, letter or closing bracket: in ``16-3`` the last number is 3.
 - Fractions ``a/b`` and LaTeX ``\\frac{a}{b}`` (``\\dfrac``, ``\\tfrac``) are exact
   rationals; decimals and ``1e5`` exponents are read exactly too (``Fraction``).
-- A percent sign (``%``, ``\\%``, or the word ``percent``) marks the number; a
-  marked number matches either its face value or its value / 100, a bare
-  number only its face value. So ``12.3%`` matches a gold ``12.3`` or ``0.123``,
-  while a bare ``0.123`` does not match a gold ``12.3`` (but does match ``12.3%``).
+- A percent sign (``%``, ``\\%``, or the word ``percent``) marks the number. An
+  answer is read at its face value, marked or not: ``18%`` matches a gold ``18``
+  (GSM8K writes the answer to "what percent ..." bare), but ``1800%`` does not. A
+  marked answer reads as a percent only where the gold is a percent: a marked gold
+  ``12.3%`` matches ``12.3``, ``12.3%`` and its fraction ``0.123``; a bare gold ``0.123``
+  does not match ``12.3%``, and a bare ``0.123`` does not match a gold ``12.3``.
 - Tolerance: ``|pred - gold| <= rel_tol * max(1, |gold|)`` with
   ``rel_tol = 1e-6`` by default, so ``0.3333333`` matches ``1/3`` but ``0.33``
   does not, and integers must be exact up to about a million.
@@ -71,7 +73,8 @@ class ParsedNumber:
         return self.value.denominator == 1
 
     def candidates(self) -> tuple[Fraction, ...]:
-        """Values this number may stand for: face value, plus value / 100 if a percent."""
+        """Values this number may stand for as a gold: face value, plus value / 100 if a
+        percent (an answer is only ever read at its face value, see ``numbers_match``)."""
         if self.percent:
             return (self.value, self.value / 100)
         return (self.value,)
@@ -203,7 +206,8 @@ def _strip_latex_text(s: str) -> str:
 def numbers_match(
     pred: ParsedNumber | None, gold: ParsedNumber | None, rel_tol: float = DEFAULT_REL_TOL
 ) -> bool:
-    """True when ``pred`` equals ``gold`` under the percent rule and tolerance of this module.
+    """True when ``pred`` equals ``gold`` under the percent rule and tolerance of this module:
+    ``pred`` at its face value against each of ``gold.candidates()``.
 
     Args:
         pred: the extracted answer (None = no answer, never matches).
@@ -214,9 +218,8 @@ def numbers_match(
         return False
     for g in gold.candidates():
         bound = Fraction(str(rel_tol)) * max(Fraction(1), abs(g))  # decimal-exact tolerance
-        for p in pred.candidates():
-            if abs(p - g) <= bound:
-                return True
+        if abs(pred.value - g) <= bound:
+            return True
     return False
 
 

@@ -12,6 +12,9 @@ thousand, million, billion, percent) matches a predicted ``p`` when:
     - ``p`` states none: ``p`` is close to ``g`` (same units as the document) or to
       ``g * G`` (absolute units); for a percent gold also ``100 * p`` to ``g``, so
       ``0.123`` matches ``12.3%``.
+A ``%``-marked answer reads as a percent, so it matches only a percent gold (scale
+``percent`` or a gold written with ``%``): ``12.3%`` never matches a gold ``12.3`` or
+``0.123`` without one (no TAT-QA percentage question has a gold without it).
 "Close" is judged at the gold's written precision (TAT-QA's rounding rule): a gold
 written with ``d`` decimals matches a ``p`` within half a unit of its last digit
 (``p`` rounded to ``d`` decimals is the gold: ``2.94`` and ``2.85`` match a gold ``2.9``,
@@ -74,7 +77,7 @@ def numbers_match(pred: Value, gold: Value, rel_tol: float = DEFAULT_REL_TOL) ->
     g, d, gs = gold.value, gold.decimals, gold.scale
     if pred.scale == "percent" or gs == "percent":
         if pred.scale == "percent":
-            return _close(pred.value, g, d, rel_tol) if gs in ("percent", "") else False
+            return _close(pred.value, g, d, rel_tol) if gs == "percent" else False
         if pred.scale:
             return False
         return _close(pred.value, g, d, rel_tol) or _close(100 * pred.value, g, d, rel_tol)
