@@ -85,3 +85,21 @@ def test_the_sandbox_sees_no_etc_file_other_users_cannot_read(sb: Sandbox):
 @pytest.mark.parametrize("name", ["shadow", "gshadow", "sudoers"])
 def test_secrets_are_not_in_the_view(name: str):
     assert not os.path.lexists(os.path.join(etcview.etc_view(), name))
+
+
+def test_a_forked_childs_exit_keeps_the_view_and_a_lost_view_is_made_again():
+    import shutil
+
+    path = etcview.etc_view()
+    pid = os.fork()
+    if pid == 0:  # a child that exits normally runs the atexit handlers it inherited
+        import atexit
+
+        atexit._run_exitfuncs()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.path.isfile(os.path.join(path, "passwd"))
+    shutil.rmtree(path)  # e.g. a cleaner of /dev/shm
+    again = etcview.etc_view()
+    assert again != path and os.path.isfile(os.path.join(again, "passwd"))
+    assert Sandbox(warm=False).run(["cat", "/etc/passwd"]).exit_code == 0

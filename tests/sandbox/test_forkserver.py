@@ -580,3 +580,12 @@ def test_limits_a_child_cannot_get_are_errors_not_verdicts():
         with pytest.raises(SandboxError, match="cannot isolate the execution: .*null"):
             server.call(req, ok)
         assert fs.run_python("print(2)").stdout == "2\n"
+
+
+def test_exit_joins_threads_and_runs_atexit_as_python_c():
+    code = ("import threading, time, atexit\n"
+            "atexit.register(lambda: print('atexit ran'))\n"
+            "threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\n")
+    with ForkServer(workers=1) as fs:
+        r = fs.run_python(code)
+    assert r.exit_code == 0 and r.stdout == "thread\natexit ran\n"

