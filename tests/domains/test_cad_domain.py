@@ -77,3 +77,64 @@ def test_same_part_built_differently_passes(domain: CadGenDomain) -> None:
     score = domain.score(task, alt)
     assert score.passed and score.reward > 0.99, score
     assert score.components["iou"] == pytest.approx(1.0, abs=0.01)
+
+
+def _bounding_box_program(task) -> str:
+    from polyrl.domains.cad import dsl
+
+    verts, _ = dsl.mesh_arrays(dsl.build(task.metadata["program"]))
+    lo, hi = verts.min(0), verts.max(0)
+    (sx, sy, sz), (cx, cy, cz) = hi - lo, (hi + lo) / 2
+    return f"result = box({sx:g}, {sy:g}, {sz:g}).translate({cx:g}, {cy:g}, {cz:g})"
+
+
+def test_plain_box_does_not_pass_as_plate_with_hole(domain: CadGenDomain) -> None:
+    # cad-gen-s0-d2-4: plate 100 x 50 x 9 with one 4 mm hole; the global measures of its
+    # bounding box are all > 0.99, so only the feature term tells them apart
+    task = next(t for t in domain.tasks("test", difficulty=2, n=12) if t.id == "cad-gen-s0-d2-4")
+    box = domain.score(task, _bounding_box_program(task))
+    assert box.passed is False and box.reward < 0.75, box  # was passed, reward 0.999
+    assert box.components["iou"] > 0.99 and box.components["silhouette"] > 0.99
+    assert box.components["features"] == 0.0 and box.components["target_features"] == 1.0
+    oracle = domain.score(task, domain.oracle(task))
+    assert oracle.passed and oracle.reward == 1.0 and oracle.components["features"] == 1.0
+
+
+def test_bounding_box_or_filled_part_fails_whenever_the_target_has_holes(
+        domain: CadGenDomain) -> None:
+    seen = 0
+    for level in (2, 3, 4, 5):
+        for task in domain.tasks("train", difficulty=level, n=3, seed=7):
+            program = task.metadata["program"]
+            if "hole" not in task.metadata["description"]:
+                continue  # boss or plain shaft: nothing enclosed to miss
+            seen += 1
+            oracle = domain.score(task, domain.oracle(task))
+            # the part without its holes: everything up to the first cut
+            lines = program.splitlines()
+            cut = next(i for i, ln in enumerate(lines) if " - " in ln or ln.startswith("for "))
+            solid = lines[cut].split(" = ", 1)[1].split(" - ")[0] if " - " in lines[cut] \
+                else "result"
+            filled = "\n".join(lines[:cut] + [f"result = {solid}"])
+            for wrong in (_bounding_box_program(task), filled):
+                score = domain.score(task, wrong)
+                assert score.passed is False, (task.id, wrong, score)
+                assert score.reward <= oracle.reward - 0.25, (task.id, wrong, score)
+                assert score.components["features"] == 0.0, (task.id, wrong, score)
+    assert seen >= 6
+
+
+def test_near_miss_holes_keep_partial_credit(domain: CadGenDomain) -> None:
+    task = next(t for t in domain.tasks("train", difficulty=3, n=20, seed=3)
+                if t.metadata["program"].startswith("result = box"))
+    lines = task.metadata["program"].splitlines()
+    assert len(lines) >= 3  # a plate and at least two holes
+    moved = "\n".join(lines[:-1] + [lines[-1] + ".translate(0.5, 0, 0)"])
+    score = domain.score(task, moved)
+    assert score.passed and 0.9 < score.reward < 1.0, score
+    assert 0.5 < score.components["features"] < 1.0
+    missing = "\n".join(lines[:-1])  # one hole left out
+    score = domain.score(task, missing)
+    k = score.components["target_features"]
+    assert score.components["features"] == pytest.approx((k - 1) / k, abs=1e-9)
+    assert score.passed is False and 0.8 < score.reward < 1.0, score

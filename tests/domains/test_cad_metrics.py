@@ -86,3 +86,50 @@ def test_measures_agree_with_trimesh(tmp_path) -> None:
     save_mesh(Mesh(v, t), str(tmp_path / "part.stl"))
     back = trimesh.load(str(tmp_path / "part.stl"))
     assert back.volume == pytest.approx(tm.volume, rel=1e-4)
+
+
+def _voids(solid: dsl.Solid) -> tuple[np.ndarray, float]:
+    from polyrl.domains.cad.metrics import enclosed_voids
+
+    v, t = _mesh(solid)
+    frame = Frame.around(bbox(v))
+    cell = float(np.prod((np.array(frame.hi) - np.array(frame.lo)) / frame.res))
+    return enclosed_voids(rasterize(v, t, frame).occ), cell
+
+
+def test_enclosed_voids_are_holes_and_pockets_not_open_corners() -> None:
+    hole, cell = _voids(dsl.box(60, 40, 6) - dsl.cylinder(5, 10))  # through-hole along Z
+    assert hole.sum() * cell == pytest.approx(np.pi * 25 * 6, rel=0.1)
+    pocket, cell = _voids(dsl.box(60, 40, 6) - dsl.box(20, 10, 4).translate(0, 0, 2))
+    assert pocket.sum() * cell == pytest.approx(20 * 10 * 3, rel=0.15)  # 3 of 4 mm inside
+    cross, cell = _voids(dsl.cylinder(10, 40) - dsl.cylinder(2, 30).rotate(90, 0, 0))
+    assert cross.sum() * cell == pytest.approx(np.pi * 4 * 20, rel=0.2)  # along Y
+    # open concavities reach the edge of every slice: an L, a step, an edge notch
+    assert not _voids(dsl.box(40, 10, 4) + dsl.box(4, 10, 30).translate(-18, 0, 15))[0].any()
+    assert not _voids(dsl.cylinder(10, 10) + dsl.cylinder(5, 10).translate(0, 0, 10))[0].any()
+    assert not _voids(dsl.box(40, 20, 5) - dsl.box(10, 10, 10).translate(20, 0, 0))[0].any()
+
+
+def test_features_term_scores_each_hole() -> None:
+    plate = dsl.box(100, 50, 9)
+    holes = [dsl.cylinder(2, 11).translate(x, 10, 0) for x in (-30, 0, 30)]
+    target = TargetCache(Mesh(*_mesh(plate - holes[0] - holes[1] - holes[2])))
+
+    def features(solid: dsl.Solid) -> tuple[float, float, float]:
+        s = compare(target, Mesh(*_mesh(solid)))
+        return s.features, s.features_min, s.iou
+
+    assert features(plate - holes[0] - holes[1] - holes[2])[:2] == (1.0, 1.0)
+    f, f_min, box_iou = features(plate)  # the bounding box: global IoU cannot see the holes
+    assert (f, f_min) == (0.0, 0.0) and box_iou > 0.99
+    f, f_min, _ = features(plate - holes[0] - holes[1])  # one of three holes missing
+    assert (f, f_min) == (pytest.approx(2 / 3), 0.0)
+    f, f_min, _ = features(plate - holes[0] - holes[1] - holes[2].translate(0.5, 0, 0))
+    assert 0.8 < f < 1.0 and 0.5 < f_min < 0.9  # a hole moved 0.5 mm: partial credit
+    extra = dsl.cylinder(2, 11).translate(0, -10, 0)
+    f, f_min, _ = features(plate - holes[0] - holes[1] - holes[2] - extra)
+    assert (f, f_min) == (0.75, 0.0)  # a hole the target lacks counts as a missed feature
+    # a part without voids: any void-free candidate matches, an added hole does not
+    solid = TargetCache(Mesh(*_mesh(plate)))
+    assert compare(solid, Mesh(*_mesh(dsl.box(90, 50, 9)))).features == 1.0
+    assert compare(solid, Mesh(*_mesh(plate - extra))).features == 0.0

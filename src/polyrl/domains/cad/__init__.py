@@ -1,4 +1,4 @@
-"""``cad``: solid modelling from a description, scored by IoU, Chamfer, silhouettes, validity.
+"""``cad``: solid modelling from a description, scored by IoU, Chamfer, views, holes, validity.
 
 Needs the optional extra ``polyrl[cad]`` (trimesh, manifold3d); importing this
 package without them raises ``ImportError`` naming the extra.

@@ -3,9 +3,14 @@
 The completion's program (last ```python block, else the whole text) is checked
 against the documented language subset (``subset``), run in the sandbox
 (``runner``), and its mesh compared with the target built from the generating
-program (``scoring``): reward = 0.4 iou + 0.2 chamfer + 0.2 silhouette + 0.2 valid.
-``Score.passed``: iou >= 0.95, silhouette >= 0.95, valid, and normalised Chamfer
-(noise-corrected, see ``scoring``) <= 0.02.
+program (``scoring``): reward = 0.3 iou + 0.15 chamfer + 0.15 silhouette + 0.1 valid
++ 0.3 features.
+``Score.passed``: iou >= 0.95, silhouette >= 0.95, valid, normalised Chamfer
+(noise-corrected, see ``scoring``) <= 0.02, and every feature matched:
+``features_min >= FEATURE_PASS`` (each of the target's holes, pockets and slots has
+IoU >= 0.5 with the candidate's, and the candidate has no void the target lacks).
+The global measures alone passed a plain box for a plate with holes (IoU 0.997);
+``features`` is what tells them apart (0 for the box).
 """
 
 from __future__ import annotations
@@ -45,11 +50,16 @@ def _get(attr: str) -> Any:
     return lambda t, a: getattr(a.shape, attr) if a.shape is not None else 0.0
 
 
+FEATURE_PASS = 0.5
+
 RUBRIC = Rubric([
-    RewardFn("iou", _get("iou"), 0.4),
-    RewardFn("chamfer", _get("chamfer"), 0.2),
-    RewardFn("silhouette", _get("silhouette"), 0.2),
-    RewardFn("valid", _get("valid"), 0.2),
+    RewardFn("iou", _get("iou"), 0.3),
+    RewardFn("chamfer", _get("chamfer"), 0.15),
+    RewardFn("silhouette", _get("silhouette"), 0.15),
+    RewardFn("valid", _get("valid"), 0.1),
+    RewardFn("features", _get("features"), 0.3),
+    RewardFn("features_min", _get("features_min"), 0.0),
+    RewardFn("target_features", _get("target_features"), 0.0),
     RewardFn("chamfer_norm", lambda t, a: a.shape.chamfer_norm if a.shape else -1.0, 0.0),
     RewardFn("triangles", _get("triangles"), 0.0),
     RewardFn("in_subset", lambda t, a: float(a.in_subset), 0.0),
@@ -111,7 +121,7 @@ class CadGenDomain(Domain):
 
     id = DOMAIN_ID
     family = "cad"
-    description = "solid modelling: CSG program for a described part; IoU/Chamfer/silhouettes"
+    description = "solid modelling: CSG program for a described part; IoU/Chamfer/silhouettes/holes"
     binary = True
 
     def __init__(self, server: Any = None) -> None:
@@ -161,5 +171,5 @@ class CadGenDomain(Domain):
         score = RUBRIC.score(task, att)
         s = att.shape
         score.passed = bool(s and s.iou >= 0.95 and s.silhouette >= 0.95 and s.valid
-                            and s.chamfer_norm <= 0.02)
+                            and s.chamfer_norm <= 0.02 and s.features_min >= FEATURE_PASS)
         return score
