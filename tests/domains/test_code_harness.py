@@ -72,14 +72,18 @@ def test_exit_and_hard_exit_cannot_fake_a_pass() -> None:
     assert hard.components["tests_passed"] == 0.0 and hard.reward == pytest.approx(0.1)
 
 
-def test_statement_tests_count_each_assert_and_share_the_solution_namespace() -> None:
+def test_statement_tests_count_each_assert_and_use_the_trusted_prelude() -> None:
+    """Tests see the prompt's helpers (the prelude), never the candidate's: a solution
+    that redefines a helper the tests use (HumanEval/32's ``poly``) cannot pass with it."""
     test = ("def check(candidate):\n    assert candidate(1) == 2\n    k = 3\n"
             "    assert candidate(k) == helper(k)\n    assert candidate(0) == 1\n")
-    report = run_tests("def helper(x):\n    return x + 1\ndef f(x):\n    return x + 1\n",
-                       entry_point="f", kind="statements", n_tests=3, test_module=test)
+    prelude = "def helper(x):\n    return x + 1\n"
+    report = run_tests("def f(x):\n    return x + 1\n", entry_point="f", kind="statements",
+                       n_tests=3, test_module=test, prelude=prelude)
     assert report.passed == [True, True, True]
-    report = run_tests("def helper(x):\n    return 0\ndef f(x):\n    return x + 1\n",
-                       entry_point="f", kind="statements", n_tests=3, test_module=test)
+    cheat = "def helper(x):\n    return 0\ndef f(x):\n    return 0 if x == 3 else x + 1\n"
+    report = run_tests(cheat, entry_point="f", kind="statements", n_tests=3,
+                       test_module=test, prelude=prelude)
     assert report.passed == [True, False, True] and report.fraction == pytest.approx(2 / 3)
 
 
@@ -96,3 +100,72 @@ def test_a_broken_sandbox_raises_instead_of_scoring_zero(monkeypatch) -> None:
         DOMAIN.score(_task(), "    return x * 3\n")
     score = DOMAIN.safe_score(_task(), "    return x * 3\n")
     assert score.error == "SandboxError" and not score.ok
+
+
+FORGE = '''
+import sys, os, json
+f = sys._getframe()
+while f is not None and "payload" not in f.f_locals:
+    f = f.f_back
+p, real = f.f_locals["payload"], f.f_locals["real"]
+for line in [{"event": "compiled", "ok": True, "error": ""}] + [
+        {"event": "test", "i": i, "ok": True, "error": ""} for i in range(4)]:
+    real.write(p["marker"] + " " + json.dumps(line) + "\\n")
+real.flush()
+os._exit(0)
+'''
+ALWAYS_EQUAL = '''
+class Yes:
+    def __eq__(self, other): return True
+    def __ne__(self, other): return False
+    def __hash__(self): return 0
+def f(x):
+    return Yes()
+'''
+PATCH_COMPARE = '''
+import gc
+for obj in gc.get_objects():
+    if isinstance(obj, dict) and "outputs_equal" in obj:
+        obj["outputs_equal"] = lambda *a: True
+def f(x):
+    return None
+'''
+MEMORY_SCAN = '''
+import ctypes, re
+found = b""
+for line in open("/proc/self/maps"):
+    parts = line.split()
+    if parts[1][0] == "r" and (len(parts) < 6 or parts[5] in ("[heap]", "[stack]")):
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        m = re.search(rb"@@polyrl-[0-9a-f]{16}", ctypes.string_at(lo, hi - lo))
+        found = found or (m.group(0) if m else b"")
+def f(x):
+    if found:
+        import os
+        out = os.open("/proc/%d/fd/1" % os.getppid(), os.O_WRONLY)
+        os.write(out, found + b' {"event": "test", "i": 1, "ok": true, "error": ""}\\n')
+    return -7
+'''
+
+
+@pytest.mark.parametrize("attack", [FORGE, ALWAYS_EQUAL, PATCH_COMPARE, MEMORY_SCAN],
+                         ids=["forge-results", "always-equal", "patch-compare", "scan-memory"])
+def test_a_candidate_cannot_forge_or_bend_its_verdict(attack: str) -> None:
+    """The candidate runs in a process that never holds the marker or the expected
+    outputs, and answers with plain data: every attack scores no test."""
+    io_task = _task()
+    score = DOMAIN.score(io_task, "```python\n" + attack + "\n```")
+    assert score.components["tests_passed"] == 0.0, score
+    test = "def check(candidate):\n    assert candidate(1) == 3\n    assert candidate(2) == 6\n"
+    report = run_tests(attack, entry_point="f", kind="statements", n_tests=2, test_module=test)
+    assert report.passed == [False, False], report.errors
+
+
+def test_numpy_scalars_and_keyword_calls_cross_as_plain_values() -> None:
+    np = pytest.importorskip("numpy")
+    assert np is not None
+    test = ("def check(candidate):\n    assert candidate(2) == 6\n"
+            "    assert candidate(x=3) == 9\n    assert type(candidate(1)) is int\n")
+    report = run_tests("import numpy\ndef f(x):\n    return numpy.int64(3 * x)\n",
+                       entry_point="f", kind="statements", n_tests=3, test_module=test)
+    assert report.passed == [True, True, True], report.errors

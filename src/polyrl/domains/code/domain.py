@@ -23,7 +23,7 @@ from typing import Any
 
 from polyrl.domains.base import Answer, Domain, RewardFn, Rubric, answer_text
 from polyrl.domains.code.harness import TestReport, run_tests
-from polyrl.domains.code.parse import extract_solution, lint_warnings
+from polyrl.domains.code.parse import extract_solution, lint_warnings, prompt_prefix
 from polyrl.errors import GraderError
 from polyrl.types import Score, Task
 
@@ -97,6 +97,8 @@ class CodeDomain(Domain):
         report = run_tests(
             solution, entry_point=entry_point, kind=kind, n_tests=n_tests,
             test_module=md.get("test_module", ""), cases=md.get("cases"),
+            prelude=prompt_prefix(md.get("prompt_code", ""), entry_point)
+            if kind == "statements" else "",
             atol=float(md.get("atol", 0.0)), unordered=bool(md.get("unordered", False)),
             per_test_timeout_s=float(md.get("per_test_timeout_s", 3.0)),
         )

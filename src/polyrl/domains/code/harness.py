@@ -3,6 +3,10 @@
 The in-sandbox program is ``runner.py`` (sent as source text); this module builds
 its JSON payload, runs it through a shared ``polyrl.sandbox.ForkServer`` (a warm
 interpreter that forks one child per execution) and parses the per-test verdicts.
+Inside, the candidate runs in a process of its own that never sees the tests, the
+expected outputs or the result marker; the judge decides every verdict on plain data
+(see ``runner.py``): a candidate cannot forge results, patch the comparison, or pass
+with an object whose ``__eq__`` always says yes.
 
 "Wrong" and "broken" never look alike: a candidate that crashes, loops, exits or
 prints garbage yields a normal ``TestReport`` (its unreported tests count as
@@ -114,6 +118,7 @@ def run_tests(
     kind: str,
     n_tests: int,
     test_module: str = "",
+    prelude: str = "",
     cases: list[Any] | None = None,
     atol: float = 0.0,
     record: bool = False,
@@ -129,6 +134,8 @@ def run_tests(
         kind: ``"statements"`` (``test_module`` defines ``check(candidate)``) or
             ``"io"`` (``cases`` = ``[[args_tagged, expected_tagged], ...]``).
         n_tests: how many tests the task has (tests not reported count as failed).
+        prelude: "statements" only: trusted code whose names the tests may use (the
+            prompt's imports and helpers); run by the judge, never the candidate's.
         atol: absolute float tolerance for "io" outputs (0 = 1e-6).
         record: "io" only: return each output in ``outputs`` instead of comparing.
         unordered: "io" only: also accept a list/tuple output whose set is the expected's.
@@ -145,7 +152,8 @@ def run_tests(
     marker = "@@polyrl-" + secrets.token_hex(8)
     payload = {
         "marker": marker, "solution": solution, "kind": kind, "entry_point": entry_point,
-        "test_module": test_module, "cases": cases or [], "atol": atol, "record": record,
+        "test_module": test_module, "prelude": prelude, "cases": cases or [], "atol": atol,
+        "record": record,
         "unordered": unordered,
         "per_test_timeout_s": per_test_timeout_s,
     }

@@ -1,38 +1,55 @@
 """The test-runner program that runs INSIDE the sandbox (stdlib only).
 
-This file is sent as source text to ``ForkServer.run_python`` (never imported to
-run model code in-process). It reads one JSON payload on stdin, executes the
-candidate solution, runs every test with a per-test time limit, and writes one
-result line per event to the real stdout, each prefixed with ``payload["marker"]``
-so that whatever the candidate prints cannot be confused with a result:
+This file is sent as source text to ``ForkServer`` (never imported to run model code
+in-process). Two processes:
+
+- the *candidate* process is forked first, before the payload is read, so nothing of
+  the tests, the expected outputs or the result marker is ever in its memory; its
+  stdin, stdout and stderr are ``/dev/null``. It runs the candidate's module and then
+  each call it is asked for, under a CPU-time limit, and answers with the return value
+  encoded as tagged JSON (``encode_output``): plain data, never an object of the
+  candidate's (an always-equal ``__eq__`` does not cross).
+- the *judge* (this process, made non-dumpable first, so the candidate's process can
+  neither read nor write its memory or file descriptors) reads the JSON payload on
+  stdin, asks the candidate for each test's outputs and decides every verdict itself,
+  on decoded values. It writes one result line per event to the real stdout, each
+  prefixed with ``payload["marker"]``:
 
     <marker> {"event": "compiled", "ok": true, "error": ""}
     <marker> {"event": "test", "i": 0, "ok": true, "error": "", "out": <tagged value>}
     <marker> {"event": "done"}
 
-Lines are flushed as they are written, so results survive a kill by the sandbox.
+Lines are flushed as they are written, so results survive a kill by the sandbox. A
+candidate that exits, crashes or stops answering fails the test it was in and every
+later one (the judge kills it); one that exceeds a test's time limit fails that test.
 
 Payload fields:
     solution: str, the candidate's module source.
     kind: "statements" (``test_module`` defines ``check(candidate)``; every top-level
         statement of its body containing an ``assert`` is one test; the others are
-        setup) or "io" (``cases`` = [[args_tagged, expected_tagged], ...]).
+        setup; the judge runs them with ``candidate`` calling into the candidate's
+        process) or "io" (``cases`` = [[args_tagged, expected_tagged], ...]).
+    prelude: "statements" kind only: trusted code the tests may use (the task prompt's
+        imports and helpers, e.g. HumanEval/32's ``poly``), run by the judge; the
+        candidate's own definitions never reach the tests.
     entry_point: name of the function under test.
     atol: absolute tolerance for float outputs ("io" kind; 0 = 1e-6 default).
     record: "io" kind only; report each output (``out``) instead of comparing.
     unordered: "io" kind only; a list/tuple output also passes when its set equals the
         expected one's (for tasks whose own asserts compare ``set(f(...))``).
-    per_test_timeout_s: CPU seconds per test (and for the module itself); the wall-clock
-        backstop is ``3 * per_test_timeout_s + 1``.
+    per_test_timeout_s: CPU seconds of the candidate per test (and for its module);
+        the wall-clock backstop is ``3 * per_test_timeout_s + 1``.
 """
 
 import ast
-import copy
+import ctypes
 import io
 import json
 import math
+import os
 import signal
 import sys
+import time
 
 MAX_RECORD_CHARS = 50_000
 """Record mode drops outputs whose JSON is longer than this (keeps stdout small)."""
@@ -90,7 +107,10 @@ class Opaque:
 
 
 def encode_output(v):
-    """``encode``, or an ``Opaque`` tag (its truthiness) for a value it cannot encode."""
+    """``encode``, or an ``Opaque`` tag (its truthiness) for a value it cannot encode. A
+    numpy scalar is encoded as the Python number it holds (``.item()``)."""
+    if type(v).__module__ == "numpy" and getattr(v, "shape", None) == () and hasattr(v, "item"):
+        v = v.item()
     try:
         return encode(v)
     except TypeError:
@@ -198,17 +218,159 @@ def _statement_tests(test_src):
     return arg, pre, steps
 
 
-def main():
-    """Read the payload on stdin, run the solution and its tests, print marked results."""
-    payload = json.loads(sys.stdin.read())
-    marker = payload["marker"]
-    timeout_s = float(payload.get("per_test_timeout_s", 3.0))
-    real = sys.stdout
-    sys.stdout = io.StringIO()  # what the candidate prints goes nowhere
+class CandidateError(Exception):
+    """The candidate's call failed (its exception, a time limit, or its process died)."""
+
+
+_MAX_REPLY = 8 << 20
+"""Largest answer (bytes of JSON) the judge reads from the candidate's process."""
+
+
+def _send(fd, obj):
+    data = json.dumps(obj).encode()
+    view = memoryview(len(data).to_bytes(4, "big") + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exact(fd, n):
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("the candidate's process is gone")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(fd, limit):
+    n = int.from_bytes(_read_exact(fd, 4), "big")
+    if n > limit:
+        raise ValueError(f"answer too large ({n} bytes)")
+    return json.loads(_read_exact(fd, n))
+
+
+def _serve(rfd, wfd):
+    """The candidate's process: run what the judge asks, answer with plain data; exits
+    when the judge is gone. Never returns."""
     signal.signal(signal.SIGALRM, _alarm)
     signal.signal(signal.SIGPROF, _alarm)
     sys.setrecursionlimit(10000)
     ns = {"__name__": "__main__"}
+    fn = None
+    while True:
+        try:
+            req = _recv(rfd, 1 << 30)
+        except BaseException:  # noqa: BLE001 - the judge is gone
+            os._exit(0)
+        t0 = time.process_time()
+        try:
+            if req["op"] == "load":
+                code = compile(req["solution"], "<solution>", "exec")
+                _timed(lambda code=code: exec(code, ns), req["timeout_s"])
+                fn = ns[req["entry_point"]]
+                if not callable(fn):
+                    raise TypeError(req["entry_point"] + " is not callable")
+                reply = {"ok": True}
+            else:
+                args, kwargs = decode(req["args"]), decode(req["kwargs"])
+                out = _timed(lambda fn=fn, a=args, k=kwargs: fn(*a, **k), req["budget_s"])
+                reply = {"ok": True, "out": encode_output(out)}
+        except BaseException as e:  # noqa: BLE001 - any failure of the candidate is a verdict
+            reply = {"ok": False, "error": _err(e)}
+        reply["cpu_s"] = time.process_time() - t0
+        try:
+            if len(json.dumps(reply)) > _MAX_REPLY:
+                reply = {"ok": False, "error": "output too large", "cpu_s": reply["cpu_s"]}
+            _send(wfd, reply)
+        except BaseException:  # noqa: BLE001 - an unencodable answer, or the judge is gone
+            os._exit(0)
+
+
+class _Candidate:
+    """The candidate's process, forked before the judge reads anything secret."""
+
+    def __init__(self):
+        to_c, from_j = os.pipe()
+        to_j, from_c = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                os.close(from_j)
+                os.close(to_j)
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):  # never the payload on stdin, nor the judge's stdout
+                    os.dup2(null, fd)
+                os.close(null)
+                _serve(to_c, from_c)
+            finally:
+                os._exit(0)
+        os.close(to_c)
+        os.close(from_c)
+        self.w, self.r = from_j, to_j
+        self.broken = ""
+
+    def ask(self, req):
+        """Send ``req`` and return the answer. Raises CandidateError when the process is
+        gone or was interrupted (it is then killed: a late answer would be misread)."""
+        if self.broken:
+            raise CandidateError(self.broken)
+        try:
+            _send(self.w, req)
+            return _recv(self.r, _MAX_REPLY)
+        except BaseException as e:
+            self.broken = "the candidate stopped answering: " + _err(e)
+            self.kill()
+            if isinstance(e, _TestTimeout):
+                raise
+            raise CandidateError(self.broken) from None
+
+    def call(self, args_tagged, kwargs_tagged, budget_s):
+        """The decoded return value of one call. Raises CandidateError."""
+        reply = self.ask({"op": "call", "args": args_tagged, "kwargs": kwargs_tagged,
+                          "budget_s": budget_s})
+        if not reply.get("ok"):
+            raise CandidateError(str(reply.get("error", ""))[:300])
+        return decode(reply["out"]), float(reply.get("cpu_s") or 0.0)
+
+    def kill(self):
+        if self.pid > 0:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)  # its CPU time counts in this execution's
+            except OSError:
+                pass
+            self.pid = -1
+
+
+def _wall(fn, seconds):
+    """Run ``fn`` (the judge's own work) with a wall-clock limit (``_TestTimeout``)."""
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def main():
+    """Fork the candidate's process, then read the payload, run the tests, print marked
+    results."""
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: out of the candidate's reach
+    cand = _Candidate()  # before the payload (marker, tests, expected outputs) is read
+    try:
+        _judge(cand, json.loads(sys.stdin.read()))
+    finally:
+        cand.kill()
+
+
+def _judge(cand, payload):
+    marker = payload["marker"]
+    timeout_s = float(payload.get("per_test_timeout_s", 3.0))
+    wall_s = 3 * timeout_s + 1
+    real = sys.stdout
+    sys.stdout = io.StringIO()  # prints of the tests' own code go nowhere
+    signal.signal(signal.SIGALRM, _alarm)
     kind = payload["kind"]
     if kind == "statements":
         arg, pre, steps = _statement_tests(payload["test_module"])
@@ -217,11 +379,11 @@ def main():
         cases = payload["cases"]
         n_tests = len(cases)
     try:
-        code = compile(payload["solution"], "<solution>", "exec")
-        _timed(lambda: exec(code, ns), timeout_s)
-        fn = ns[payload["entry_point"]]
-        if not callable(fn):
-            raise TypeError(payload["entry_point"] + " is not callable")
+        reply = _wall(lambda: cand.ask({"op": "load", "solution": payload["solution"],
+                                        "entry_point": payload["entry_point"],
+                                        "timeout_s": timeout_s}), wall_s)
+        if not reply.get("ok"):
+            raise CandidateError(str(reply.get("error", ""))[:300])
     except BaseException as e:  # noqa: BLE001 - any failure of the candidate is a verdict
         _emit(real, marker, {"event": "compiled", "ok": False, "error": _err(e)})
         for i in range(n_tests):
@@ -230,60 +392,83 @@ def main():
         return
     _emit(real, marker, {"event": "compiled", "ok": True, "error": ""})
     if kind == "statements":
-        tns = ns  # as the benchmark does: tests may call the solution's helpers
-        exec(pre, tns)
-        tns[arg] = fn
-        i = 0
-        broken = ""
-        for is_test, step in steps:
-            if broken:
-                if is_test:
-                    _emit(real, marker, {"event": "test", "i": i, "ok": False, "error": broken})
-                    i += 1
-                continue
-            try:
-                _timed(lambda step=step: exec(step, tns), timeout_s)
-                ok, error = True, ""
-            except BaseException as e:  # noqa: BLE001
-                ok, error = False, _err(e)
-                if not is_test:
-                    broken = "setup failed: " + error
-            if is_test:
-                _emit(real, marker, {"event": "test", "i": i, "ok": ok, "error": error})
-                i += 1
+        _statement_verdicts(cand, payload, arg, pre, steps, timeout_s, real, marker)
     else:
-        atol = float(payload.get("atol") or 0.0)
-        record = bool(payload.get("record"))
-        unordered = bool(payload.get("unordered"))
-        for i, (args, expected) in enumerate(cases):
-            line = {"event": "test", "i": i, "ok": False, "error": ""}
-            try:
-                args = copy.deepcopy(decode(args))
-                out = _timed(lambda args=args: fn(*args), timeout_s)
-                if record:
-                    tagged = encode_output(out)
-                    text = json.dumps(tagged)
-                    if len(text) > MAX_RECORD_CHARS:
-                        raise ValueError(f"output too large to record ({len(text)} chars)")
-                    line["out"] = tagged
-                    line["ok"] = True
-                else:
-                    if isinstance(out, (int, float)) and not isinstance(out, bool):
-                        try:
-                            if math.isfinite(out):
-                                line["num"] = float(out)
-                        except OverflowError:
-                            pass
-                    exp = decode(expected)
-                    line["ok"] = outputs_equal(out, exp, atol)
-                    if not line["ok"] and unordered:
-                        line["ok"] = _same_set(out, exp)
-                    if not line["ok"]:
-                        line["error"] = "wrong output: " + repr(out)[:100]
-            except BaseException as e:  # noqa: BLE001
-                line["error"] = _err(e)
-            _emit(real, marker, line)
+        _io_verdicts(cand, payload, cases, timeout_s, real, marker)
     _emit(real, marker, {"event": "done"})
+
+
+def _statement_verdicts(cand, payload, arg, pre, steps, timeout_s, real, marker):
+    """Run each test statement in the judge, ``candidate`` calling into the candidate's
+    process with the test's CPU budget; emit one line per test."""
+    budget = [timeout_s]
+
+    def candidate(*args, **kwargs):
+        if budget[0] <= 0:
+            raise _TestTimeout("per-test time limit exceeded")
+        out, used = cand.call(encode(list(args)), encode(kwargs), budget[0])
+        budget[0] -= used
+        return out
+
+    tns = {"__name__": "__main__"}
+    exec(compile(payload.get("prelude") or "", "<prelude>", "exec"), tns)
+    exec(pre, tns)
+    tns[arg] = tns[payload["entry_point"]] = candidate
+    i = 0
+    broken = ""
+    for is_test, step in steps:
+        if broken:
+            if is_test:
+                _emit(real, marker, {"event": "test", "i": i, "ok": False, "error": broken})
+                i += 1
+            continue
+        budget[0] = timeout_s
+        try:
+            _wall(lambda step=step: exec(step, tns), 3 * timeout_s + 1)
+            ok, error = True, ""
+        except BaseException as e:  # noqa: BLE001
+            ok, error = False, _err(e)
+            if not is_test:
+                broken = "setup failed: " + error
+        if is_test:
+            _emit(real, marker, {"event": "test", "i": i, "ok": ok, "error": error})
+            i += 1
+
+
+def _io_verdicts(cand, payload, cases, timeout_s, real, marker):
+    """Call the candidate on each case's arguments; compare (or record) in the judge."""
+    atol = float(payload.get("atol") or 0.0)
+    record = bool(payload.get("record"))
+    unordered = bool(payload.get("unordered"))
+    no_kwargs = encode({})
+    for i, (args, expected) in enumerate(cases):
+        line = {"event": "test", "i": i, "ok": False, "error": ""}
+        try:
+            out, _ = _wall(lambda args=args: cand.call(args, no_kwargs, timeout_s),
+                           3 * timeout_s + 1)
+            if record:
+                tagged = encode_output(out)
+                text = json.dumps(tagged)
+                if len(text) > MAX_RECORD_CHARS:
+                    raise ValueError(f"output too large to record ({len(text)} chars)")
+                line["out"] = tagged
+                line["ok"] = True
+            else:
+                if isinstance(out, (int, float)) and not isinstance(out, bool):
+                    try:
+                        if math.isfinite(out):
+                            line["num"] = float(out)
+                    except OverflowError:
+                        pass
+                exp = decode(expected)
+                line["ok"] = outputs_equal(out, exp, atol)
+                if not line["ok"] and unordered:
+                    line["ok"] = _same_set(out, exp)
+                if not line["ok"]:
+                    line["error"] = "wrong output: " + repr(out)[:100]
+        except BaseException as e:  # noqa: BLE001
+            line["error"] = _err(e)
+        _emit(real, marker, line)
 
 
 if __name__ == "__main__":
