@@ -1,13 +1,16 @@
 """``ForkServer``: the fast path for many short Python executions.
 
-A warm interpreter (with ``preload`` modules imported) runs inside one bwrap sandbox
-and forks one child per execution; each child gets its own isolation (user, mount and
-IPC namespaces with a private ``/workspace``, ``/tmp`` and ``/dev/shm``, signals and
-abstract sockets scoped by Landlock; see ``ForkServer.isolation``), rlimits, session,
-output pipes and a fresh workspace directory, the seccomp filter, and is reaped (see
-``_fs_server.py``). A fork costs ~2-3 ms of CPU where a fresh sandboxed interpreter
-costs ~13-20 ms: on the 164 HumanEval checks ~2.5-3x the throughput of bare
-``python -c`` (``benchmarks/sandbox_throughput.py``).
+A warm interpreter (with ``preload`` modules imported) runs inside one bwrap sandbox;
+its forker (a copy made before any request, that never holds one: see
+``_fs_forker.py``) forks one child per execution; each child gets its own isolation
+(user, mount and IPC namespaces with a private ``/workspace``, ``/tmp`` and
+``/dev/shm``, signals and abstract sockets scoped by Landlock; see
+``ForkServer.isolation``), rlimits, session, output pipes and a fresh workspace
+directory, the seccomp filter, and is reaped (see ``_fs_server.py``). A fork costs
+~2-3 ms of CPU where a fresh sandboxed interpreter costs ~13-20 ms: on the 164 HumanEval
+checks ~2.2-2.7x the throughput of bare ``python -c``
+(``benchmarks/sandbox_throughput.py``; the forker costs ~12-15% of it, the price of no
+child holding another's data).
 
 Thread-safe: any number of threads may call :meth:`ForkServer.run_python`; at most
 ``workers`` executions run at once. Up to ``2 * workers`` requests are handed to the
