@@ -103,3 +103,16 @@ def test_a_forked_childs_exit_keeps_the_view_and_a_lost_view_is_made_again():
     again = etcview.etc_view()
     assert again != path and os.path.isfile(os.path.join(again, "passwd"))
     assert Sandbox(warm=False).run(["cat", "/etc/passwd"]).exit_code == 0
+
+
+def test_a_sandbox_that_fails_to_set_up_is_an_error_not_a_program_exit(monkeypatch, tmp_path):
+    """bwrap reports its child's pid before the mounts: a bind source missing then used to
+    end as the program's ``exit_code=1``."""
+    from polyrl.errors import SandboxError
+
+    monkeypatch.setattr(etcview, "etc_view", lambda: str(tmp_path / "gone"))
+    cold = Sandbox(warm=False)
+    with pytest.raises(SandboxError, match="failed to set up the sandbox: .*gone"):
+        cold.run(["true"])
+    res = cold.run(["true"], raise_errors=False)
+    assert res.error == "SandboxError" and res.exit_code is None

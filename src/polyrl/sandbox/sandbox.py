@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import array
+import fcntl
 import functools
 import json
 import os
 import sys
+import termios
 import time
 from typing import TYPE_CHECKING
 
@@ -220,7 +223,7 @@ class Sandbox:
                               spawn=functools.partial(bwrap_backend.popen, prep))
             os.close(status_w)
             status_w = -1
-            _check_bwrap_started(status_r, raw.stderr, raw.killed_for)
+            _check_bwrap_started(status_r, block_r, raw.stderr, raw.killed_for)
         finally:
             prep.close()
             for fd in (status_r, status_w, block_r, block_w):
@@ -242,8 +245,20 @@ def _argv_list(argv: list[str] | str) -> list[str]:
     return [str(a) for a in argv]
 
 
-def _check_bwrap_started(status_r: int, stderr: bytes, killed_for: str | None) -> None:
-    """Raise SandboxError when bwrap died before starting the program."""
+def _check_bwrap_started(status_r: int, block_r: int, stderr: bytes,
+                         killed_for: str | None) -> None:
+    """Raise SandboxError when bwrap died before starting the program.
+
+    bwrap reads the one byte of ``--block-fd`` after it set the sandbox up (mounts
+    included), just before it executes the program: a byte still in that pipe means
+    the program never ran, whatever the exit status says (a bind source that vanished
+    fails after bwrap reported its child's pid). The program cannot forge this: it only
+    runs once the byte is gone."""
+    unread = array.array("i", [0])
+    try:
+        fcntl.ioctl(block_r, termios.FIONREAD, unread)
+    except OSError:
+        unread[0] = 0
     chunks = []
     try:
         while chunk := os.read(status_r, 65536):
@@ -251,12 +266,14 @@ def _check_bwrap_started(status_r: int, stderr: bytes, killed_for: str | None) -
     except BlockingIOError:
         pass
     text = b"".join(chunks).decode("utf-8", "replace")
+    started = False
     for line in text.splitlines():
         try:
-            if "child-pid" in json.loads(line):
-                return
+            started = started or "child-pid" in json.loads(line)
         except ValueError:
             continue
+    if started and unread[0] == 0:
+        return
     if killed_for == "timeout_s":
         raise SandboxError("bwrap did not start the program before the wall limit "
                            "(host overloaded?)")
