@@ -176,3 +176,21 @@ def test_git_config_of_the_workspace_runs_nothing_while_grading(tmp_path: Path) 
         marks = sorted(p.name for p in Path(env.session.workspace.path).glob("MARK.*"))
     assert term and reward == 1.0  # drivers became `cat`: the repository still reads right
     assert marks == []
+
+
+def test_agent_code_run_by_the_check_cannot_read_its_expected_values(tmp_path: Path) -> None:
+    """stats.py prints the literals of the check file it finds ($TEST_DIR or /tmp)."""
+    domain, task = _gen_task(tmp_path, "debug")
+    payload = (
+        "import glob, os, re\n"
+        "paths = glob.glob(os.environ.get('TEST_DIR', '/nonexistent') + '/**', recursive=True)\n"
+        "paths += glob.glob('/tmp/**/check.py', recursive=True)\n"
+        "for p in paths:\n"
+        "    try:\n"
+        "        src = open(p).read()\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    for lit in re.findall(r\"'([a-z_]+=[^']*)' in sh\", src):\n"
+        "        print(lit)\n")
+    ep = run_actions(domain.env(task), [f"cat > stats.py <<'EOF'\n{payload}EOF", "done"])
+    assert ep.reward == 0.0

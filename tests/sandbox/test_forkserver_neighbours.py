@@ -150,3 +150,32 @@ def test_bwrap_executions_cannot_change_their_servers_either(sb):
     res = sb.run_python(NEIGHBOURS)
     assert res.exit_code == 0, res.stderr
     assert "done" not in res.stdout, res.stdout
+
+
+# clone(CLONE_PARENT | SIGCHLD): a child of the forker, in a session of its own, that
+# keeps the execution's stdout/stderr open
+ESCAPE = r"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid = libc.syscall(56 if os.uname().machine == "x86_64" else 220, 0x8000 | 17, 0, 0, 0, 0)
+if pid == 0:
+    os.setsid()
+    time.sleep(10)
+    os._exit(0)
+err = ctypes.get_errno()
+time.sleep(0.3)  # the child is in its own session by now
+print("clone", pid, err)
+"""
+
+
+def test_no_process_leaves_its_execution_as_the_forkers_child():
+    with ForkServer(preload=[], limits="default") as fs:
+        t0 = time.monotonic()
+        res = fs.run_python(ESCAPE, limits=fs.limits.replace(timeout_s=3, cpu_s=3))
+        took = time.monotonic() - t0
+        after = fs.run_python("import os; print(sorted(int(p) for p in os.listdir('/proc') "
+                              "if p.isdigit() and int(p) != os.getpid()))")
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.split()[:2] == ["clone", "-1"], res.stdout
+    assert took < 5, f"the execution ended after {took:.1f} s"
+    assert after.stdout.strip() == "[1, 3]", after.stdout  # the server and the forker only

@@ -85,6 +85,7 @@ def test_the_program_answers_as_designed(machine: str):
     assert answer(arch.clone3) == ENOSYS
     assert answer(arch.clone, 0x01200011) == ALLOW  # fork(): SIGCHLD | CHILD_SETTID...
     assert answer(arch.clone, 0x10000000 | 17) == EPERM  # CLONE_NEWUSER
+    assert answer(arch.clone, 0x00008000 | 17) == EPERM  # CLONE_PARENT: the forker's child
     assert answer(arch.socket, 2) == ALLOW  # AF_INET
     assert answer(arch.socket, 40) == EPERM  # AF_VSOCK
     assert answer(arch.socketpair, 1) == ALLOW  # AF_UNIX
