@@ -20,8 +20,11 @@ kills it; every process left dies with it) and non-dumpable (agent code it runs 
 open its ``/proc/<pid>/mem``); git runs without system/global config, hooks,
 fsmonitor, pager, replace refs and with every filter/textconv/diff/merge driver of the
 workspace's repositories turned into ``cat`` (so agent-written git config runs nothing
-and forges no git output). Known limit: ``check.sh`` and ``run-tests.sh`` run in bash,
-which stays dumpable (agent code the script runs may patch it).
+and forges no git output); ``check.py`` runs from memory, so the agent's programs it
+runs cannot read its expected values. Known limits: ``check.sh`` and ``run-tests.sh``
+run in bash, which stays dumpable (agent code the script runs may patch it); pytest and
+``run-tests.sh`` tests are files under ``$TEST_DIR`` that agent programs they run could
+read (taskdir tasks only: the generated tasks are all ``check.py``).
 """
 
 from __future__ import annotations
