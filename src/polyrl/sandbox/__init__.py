@@ -45,11 +45,12 @@ Limitations (real hazards, read before trusting a verdict):
   (except in the fork-server: there ``/workspace`` is a tmpfs of ``max_file_mib`` plus
   the input files).
 - Files take kernel memory that no limit counts (an inode, ~0.8 KiB, even when empty).
-  The fork-server's private tmpfs hold at most one file per 4 KiB of their size; bwrap
-  offers no such cap, so in a bwrap execution's ``/tmp`` and ``/dev/shm`` only
-  ``timeout_s`` bounds them (measured: ~100,000 empty files/s, ~80 MiB/s of
-  unreclaimable kernel memory until the execution ends), as it bounds what a bwrap
-  execution writes to its ``/workspace``, a host directory (``max_file_mib`` files).
+  The fork-server's private tmpfs, and a warm execution's own ``/tmp`` and ``/dev/shm``,
+  hold at most one file per 4 KiB of their size; bwrap offers no such cap, so in a cold
+  execution's ``/tmp`` and ``/dev/shm`` only ``timeout_s`` bounds them (measured:
+  ~100,000 empty files/s, ~80 MiB/s of unreclaimable kernel memory until the execution
+  ends), as it bounds what any bwrap execution (warm or cold) writes to its
+  ``/workspace``, a host directory (``max_file_mib`` per file).
 - ``collect`` returns regular files of at most 64 MiB, never through a symlink. A file
   the program made unreadable (mode 0, or in a directory without search permission)
   is left out, except by a cold execution run as root (the host reads it anyway).

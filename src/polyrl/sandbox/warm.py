@@ -84,6 +84,7 @@ class WarmSandbox:
     _ids = itertools.count(1)
 
     def __init__(self, python: str, tmp_mib: int) -> None:
+        self.tmp_mib = tmp_mib
         slot = SlotLock() if os.geteuid() == 0 else None
         try:
             self.workspace = Workspace(uid=slot.uid if slot else None)
@@ -126,7 +127,7 @@ class WarmSandbox:
         req: dict = {"id": next(self._ids), "argv": argv, "cwd": cwd, "env": env,
                      "rlimits": lim.rlimits(), "timeout_s": lim.timeout_s,
                      "grace_s": lim.kill_grace_s, "max_output_bytes": lim.max_output_bytes,
-                     "tmp_bytes": 0}
+                     "tmp_bytes": self.tmp_mib << 20}  # its own /tmp and /dev/shm
         if stdin:
             req["stdin"] = base64.b64encode(stdin).decode()
         if collect:
