@@ -25,8 +25,15 @@ SHORT = [
 
 
 def polyrl(*args: str, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "polyrl", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    # a test run started in the background inherits SIGINT ignored, and so would the run
+    # (Python then installs no KeyboardInterrupt handler): a handled SIGINT is reset to
+    # the default at exec, so Ctrl-C reaches the run as a user's would
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen([sys.executable, "-m", "polyrl", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 @pytest.fixture(scope="module")

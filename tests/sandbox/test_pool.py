@@ -77,9 +77,14 @@ def test_fair_gate_waiter_interrupted_leaves_no_slot_behind():
 
     gate = FairGate(1)
     gate.acquire()
-    threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident,
-                                                     signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        gate.acquire()  # interrupted while queued
+    # a test run started in the background inherits SIGINT ignored: no KeyboardInterrupt
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident,
+                                                         signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            gate.acquire()  # interrupted while queued
+    finally:
+        signal.signal(signal.SIGINT, old)
     gate.release()  # nobody waits any more: the slot is free again
     assert gate._free == 1 and not gate._waiters
