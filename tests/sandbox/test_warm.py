@@ -431,8 +431,9 @@ def test_swapping_the_directories_above_two_mounts_replaces_the_sandbox():
 
 
 def test_empty_files_cannot_eat_kernel_memory_in_a_warm_sandbox():
-    """bwrap's tmpfs bound bytes only; a warm execution's /tmp and /dev/shm are tmpfs of
-    its own mount namespace with one inode per 4 KiB page (at least 1024), gone with it."""
+    """bwrap's tmpfs bound bytes only; a warm sandbox's /tmp and /dev/shm are tmpfs its
+    server mounts again with one inode per 4 KiB page (at least 1024), emptied between
+    executions."""
     box = Sandbox(limits=Limits(timeout_s=20, cpu_s=20, max_file_mib=6), max_concurrency=1)
     box.run(["true"])
     if not is_warm(box):  # pragma: no cover - kernels without Landlock ABI 6

@@ -45,7 +45,8 @@ Limitations (real hazards, read before trusting a verdict):
   (except in the fork-server: there ``/workspace`` is a tmpfs of ``max_file_mib`` plus
   the input files).
 - Files take kernel memory that no limit counts (an inode, ~0.8 KiB, even when empty).
-  The fork-server's private tmpfs, and a warm execution's own ``/tmp`` and ``/dev/shm``,
+  The fork-server's private tmpfs, and a warm sandbox's ``/tmp`` and ``/dev/shm``
+  (remounted by its server in a mount namespace of its own, emptied between executions),
   hold at most one file per 4 KiB of their size; bwrap offers no such cap, so in a cold
   execution's ``/tmp`` and ``/dev/shm`` only ``timeout_s`` bounds them (measured:
   ~100,000 empty files/s, ~80 MiB/s of unreclaimable kernel memory until the execution

@@ -164,7 +164,7 @@ def exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w):
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     try:
-        iso.enter(req.get("tmp_bytes") or 0)
+        iso.enter()
     except OSError as e:
         _isolation_failed(setup_w, e)
     _set_rlimits(req["rlimits"], setup_w)

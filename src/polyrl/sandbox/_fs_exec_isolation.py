@@ -20,6 +20,42 @@ _SYS_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
 _EXEC_EMPTIED = ("/workspace", "/tmp", "/dev/shm")  # writable by the program; emptied
 
 
+def bounded_tmp(tmp_bytes):
+    """Once, at a warm server's start (single-threaded, before ``ExecIsolation``): move
+    into a user and mount namespace of its own and mount ``/tmp`` and ``/dev/shm`` again
+    as tmpfs of ``tmp_bytes`` with one inode per 4 KiB page (``_inodes``; bwrap's tmpfs
+    bound bytes only, and empty files cost ~0.8 KiB of kernel memory each, measured at
+    ~100,000 files/s), binding again the read-only mounts beneath them (a Python
+    installation under ``/tmp``); then drop every capability. No cost per execution:
+    they share these (emptied between executions). Raises OSError."""
+    uid, gid = os.getuid(), os.getgid()
+    under = _mounts_beneath(("/tmp", "/dev/shm"))
+    keep = [os.open(m, os.O_PATH | os.O_CLOEXEC) for m in under]
+    _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
+    try:
+        if _libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
+            raise OSError(ctypes.get_errno(), "unshare")
+        _write("/proc/self/setgroups", b"deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1".encode())
+        _write("/proc/self/gid_map", f"{gid} {gid} 1".encode())
+        if _libc.mount(b"none", b"/", None, (1 << 14) | (1 << 18), None) != 0:
+            raise OSError(ctypes.get_errno(), "mount / private")  # MS_REC | MS_PRIVATE
+        data = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
+        for dst in (b"/tmp", b"/dev/shm"):
+            if _libc.mount(b"tmpfs", dst, b"tmpfs", 2 | 4, data) != 0:  # NOSUID | NODEV
+                raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
+        for point, fd in zip(under, keep, strict=True):
+            os.makedirs(point, exist_ok=True)
+            if _libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None,
+                           4096 | (1 << 14), None) != 0:  # MS_BIND | MS_REC, read-only
+                raise OSError(ctypes.get_errno(), f"bind {point}")
+        _drop_caps()
+    finally:
+        for fd in keep:
+            os.close(fd)
+        _libc.prctl(4, 0, 0, 0, 0)
+
+
 class ExecIsolation:
     """Isolation of one *exec* job of a warm sandbox (``Sandbox.run``'s fast path).
 
@@ -28,9 +64,9 @@ class ExecIsolation:
     ``/dev/shm``, writes to the device files of ``/dev``; signals and abstract unix
     sockets scoped to the execution (ABI >= 6: the program can neither signal the server
     nor reach its sockets). Each child joins a fresh user (own RLIMIT_NPROC count, same
-    uid), IPC, UTS and mount namespace (its own size- and inode-bounded ``/tmp`` and
-    ``/dev/shm``: see ``enter``), drops every capability, bounding set included, and
-    restricts itself to the ruleset. The network namespace is the warm sandbox's
+    uid), IPC and UTS namespace, drops every capability, bounding set included, and
+    restricts itself to the ruleset. ``/tmp`` and ``/dev/shm`` are the server's own
+    size- and inode-bounded tmpfs (``bounded_tmp``, once at its start). The network namespace is the warm sandbox's
     (loopback only): a fresh one costs ~1.2 ms of CPU per execution (measured), so
     instead a sandbox whose TCP sockets outlive an execution (TIME_WAIT) is replaced.
 
@@ -55,7 +91,6 @@ class ExecIsolation:
         # one execution per sandbox: everything may be read (as in a cold sandbox)
         rules = [("/", _RO), ("/dev", _RO | _FS_WRITE_FILE | _FS_IOCTL_DEV)]
         rules += [(d, fs_all & ~_FS_MAKE_DEVICES) for d in _EXEC_EMPTIED if os.path.isdir(d)]
-        self.fs_all, self.rules = fs_all, rules
         self.ruleset = _scoped_ruleset(fs_all, rules)
         with open("/proc/sys/kernel/cap_last_cap") as f:
             self.caps = range(int(f.read()) + 1)
@@ -89,55 +124,25 @@ class ExecIsolation:
         self.seen = self._stats()
         self.state = self._own_state()
 
-    def enter(self, tmp_bytes=0):
-        """In the forked child: namespaces, uid map, a fresh ``/tmp`` and ``/dev/shm``, no
-        capabilities, Landlock.
+    def enter(self):
+        """In the forked child: namespaces, uid map, no capabilities, Landlock.
 
-        ``tmp_bytes`` > 0: ``/tmp`` and ``/dev/shm`` are tmpfs of the execution's own
-        mount namespace, of that size and at most one inode per 4 KiB page
-        (``_inodes``): bwrap's tmpfs bound only bytes, and empty files cost ~0.8 KiB of
-        kernel memory each (measured: ~100,000 files/s); the Landlock ruleset is then
-        built again here (its rules are tied to inodes: those beneath deny writes).
         Raises OSError."""
         _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
-        flags = 0x10000000 | 0x08000000 | 0x04000000  # USER | IPC | UTS
-        if _libc.unshare(flags | (0x00020000 if tmp_bytes else 0)) != 0:  # (NS)
+        if _libc.unshare(0x10000000 | 0x08000000 | 0x04000000) != 0:  # USER | IPC | UTS
             raise OSError(ctypes.get_errno(), "unshare")
         _write("/proc/self/setgroups", b"deny")
         _write("/proc/self/uid_map", self.uid_map)
         _write("/proc/self/gid_map", self.gid_map)
-        ruleset = self.ruleset
-        if tmp_bytes:
-            self._fresh_tmp(tmp_bytes)
-            # rules are tied to inodes: the new /tmp and /dev/shm need their own
-            ruleset = _scoped_ruleset(self.fs_all, self.rules)
         prctl = _libc.prctl
         for cap in self.caps:
             if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), "PR_CAPBSET_DROP")
-        if _syscall(_SYS_RESTRICT, ruleset, 0) != 0:
+        if _syscall(_SYS_RESTRICT, self.ruleset, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self")
         _drop_caps()
         apply_seccomp()
         _libc.prctl(4, 0, 0, 0, 0)  # not dumpable until exec (exec resets it)
-
-    def _fresh_tmp(self, tmp_bytes):
-        """Mount the execution's own ``/tmp`` and ``/dev/shm`` (and bind again the
-        read-only mounts beneath them: a Python installation under ``/tmp``)."""
-        under = [m for m in self.mounts if m.startswith(("/tmp/", "/dev/shm/"))]
-        keep = [os.open(m, os.O_PATH | os.O_CLOEXEC) for m in under]
-        data = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
-        if _libc.mount(b"none", b"/", None, (1 << 14) | (1 << 18), None) != 0:
-            raise OSError(ctypes.get_errno(), "mount / private")  # MS_REC | MS_PRIVATE
-        for dst in (b"/tmp", b"/dev/shm"):
-            if _libc.mount(b"tmpfs", dst, b"tmpfs", 2 | 4, data) != 0:  # NOSUID | NODEV
-                raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
-        for point, fd in zip(under, keep, strict=True):
-            os.makedirs(point, exist_ok=True)
-            if _libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None,
-                           4096 | (1 << 14), None) != 0:  # MS_BIND | MS_REC
-                raise OSError(ctypes.get_errno(), f"bind {point}")
-            os.close(fd)
 
     @staticmethod
     def _own_state():

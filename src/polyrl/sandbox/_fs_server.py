@@ -157,6 +157,8 @@ def main():
         sys.path[:] = [p for p in sys.path if os.path.isabs(p) and not p.startswith(
             ("/workspace", "/tmp", "/dev"))]
         try:
+            if cfg.get("tmp_bytes"):
+                bounded_tmp(int(cfg["tmp_bytes"]))  # noqa: F821 (_fs_exec_isolation.py)
             iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_exec_isolation.py)
         except OSError as e:
             iso, iso_errors = None, {"exec": str(e)}

@@ -84,7 +84,6 @@ class WarmSandbox:
     _ids = itertools.count(1)
 
     def __init__(self, python: str, tmp_mib: int) -> None:
-        self.tmp_mib = tmp_mib
         slot = SlotLock() if os.geteuid() == 0 else None
         try:
             self.workspace = Workspace(uid=slot.uid if slot else None)
@@ -94,7 +93,8 @@ class WarmSandbox:
             raise
         server_lim = _server_limits(tmp_mib)
         self.spoiled: str | None = None
-        cfg = {"mode": "exec", "workers": 1, "preload": [], "programs": {}}
+        cfg = {"mode": "exec", "workers": 1, "preload": [], "programs": {},
+               "tmp_bytes": tmp_mib << 20}  # its own inode-bounded /tmp and /dev/shm
         try:
             self.server = _Server(cfg, server_lim, python, workspace_path=self.workspace.path,
                                   slot=slot)
@@ -127,7 +127,7 @@ class WarmSandbox:
         req: dict = {"id": next(self._ids), "argv": argv, "cwd": cwd, "env": env,
                      "rlimits": lim.rlimits(), "timeout_s": lim.timeout_s,
                      "grace_s": lim.kill_grace_s, "max_output_bytes": lim.max_output_bytes,
-                     "tmp_bytes": self.tmp_mib << 20}  # its own /tmp and /dev/shm
+                     "tmp_bytes": 0}
         if stdin:
             req["stdin"] = base64.b64encode(stdin).decode()
         if collect:
