@@ -30,7 +30,7 @@ def bounded_tmp(tmp_bytes):
     they share these (emptied between executions). Raises OSError."""
     uid, gid = os.getuid(), os.getgid()
     under = _mounts_beneath(("/tmp", "/dev/shm"))
-    keep = [os.open(m, os.O_PATH | os.O_CLOEXEC) for m in under]
+    keep = []
     _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
     try:
         if _libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
@@ -40,6 +40,9 @@ def bounded_tmp(tmp_bytes):
         _write("/proc/self/gid_map", f"{gid} {gid} 1".encode())
         if _libc.mount(b"none", b"/", None, (1 << 14) | (1 << 18), None) != 0:
             raise OSError(ctypes.get_errno(), "mount / private")  # MS_REC | MS_PRIVATE
+        # opened in the new mount namespace: a bind whose source is a mount of another
+        # namespace fails with EINVAL (a checkout or venv under /tmp: no warm sandboxes)
+        keep = [os.open(m, os.O_PATH | os.O_CLOEXEC) for m in under]
         data = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
         for dst in (b"/tmp", b"/dev/shm"):
             if _libc.mount(b"tmpfs", dst, b"tmpfs", 2 | 4, data) != 0:  # NOSUID | NODEV
