@@ -120,3 +120,28 @@ def test_the_algorithm_sets_its_papers_defaults_and_explicit_keys_win():
     assert t.clip_eps_high == 0.3
     t = config_from_dict({"train": {"algorithm": "grpo"}}).train
     assert (t.clip_eps_high, t.loss_agg, t.scale_rewards) == (0.2, "token-mean", "group")
+
+
+def test_set_reaches_into_lists_and_names_bad_indices():
+    cfg = load_config(None, ["domains.0.weight=2", "domains.1.difficulty=[1, 2]"])
+    assert cfg.domains[0].weight == 2.0 and cfg.domains[1].difficulty == [1, 2]
+    with pytest.raises(ConfigError, match="'9' is not an index of domains"):
+        load_config(None, ["domains.9.weight=2"])
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["run.seed.x=1"])
+    assert str(e.value).startswith("--set: run.seed.x: 'seed' is not a section")
+
+
+def test_a_missing_data_set_fails_with_its_field_before_any_run_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("POLYRL_DATA_DIR", str(tmp_path / "no-data"))
+    p = tmp_path / "gsm.yaml"
+    p.write_text("run:\n  out_dir: " + str(tmp_path / "runs") + "\ndomains:\n- id: math/gsm8k-v1\n")
+    r = subprocess.run([sys.executable, "-m", "polyrl", "run", str(p)], capture_output=True,
+                       text=True, timeout=120, env={**__import__("os").environ})
+    assert r.returncode == 2
+    assert f"{p}: domains.0.id: math/gsm8k-v1: its data set is unavailable" in r.stderr
+    assert not (tmp_path / "runs").exists()
+    r = subprocess.run([sys.executable, "-m", "polyrl", "run", "--print-config", "--set",
+                        "domains.0.id=math/arith-v9"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "unknown domain id 'math/arith-v9'" in r.stderr

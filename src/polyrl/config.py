@@ -433,15 +433,28 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data = data if data is not None else {}
     for item in overrides or []:
         if "=" not in item:
-            raise ConfigError("<cli>", "--set", f"{item!r} must look like key.path=value")
+            raise ConfigError("--set", "", f"{item!r} must look like key.path=value")
         key, value = item.split("=", 1)
-        node = data
+        node: Any = data
         parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
+        for depth, part in enumerate(parts):
+            last = depth == len(parts) - 1
+            if isinstance(node, list):  # domains.0.weight: an index into a list
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError("--set", key, f"'{part}' is not an index of "
+                                      f"{'.'.join(parts[:depth]) or 'the config'} "
+                                      f"(a list of {len(node)})")
+                if last:
+                    node[int(part)] = yaml.safe_load(value)
+                else:
+                    node = node[int(part)]
+                continue
             if not isinstance(node, dict):
-                raise ConfigError("<cli>", key, f"'{part}' is not a section")
-        node[parts[-1]] = yaml.safe_load(value)
+                raise ConfigError("--set", key, f"'{parts[depth - 1]}' is not a section")
+            if last:
+                node[part] = yaml.safe_load(value)
+            else:
+                node = node.setdefault(part, {})
     try:
         return config_from_dict(data, file)
     except ConfigError as e:

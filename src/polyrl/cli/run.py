@@ -89,13 +89,14 @@ def run(
     Prints the run directory on stdout at the end; Ctrl-C leaves it resumable.
     """
     cfg = load_config(config, set_)
+    from polyrl.eval.setup import resolve_domains
+
+    resolve_domains(cfg)  # unknown ids and missing data fail before a directory is made
     if print_config:
         typer.echo(dump_config(cfg), nl=False)
         return
     from polyrl.eval.pipeline import new_run
-    from polyrl.eval.setup import resolve_domains
 
-    resolve_domains(cfg)  # unknown ids fail before a directory is made
     try:
         path = new_run(cfg, run_dir)
     except FileExistsError as e:

@@ -33,16 +33,23 @@ def resolve_domains(cfg: RunConfig) -> list[Domain]:
     """The ``Domain`` of every ``cfg.domains`` entry (the config's order).
 
     Raises:
-        ConfigError: no domains, or an id is not registered (the message lists close ids).
+        ConfigError: no domains, an id is not registered (the message lists close ids),
+            or a domain's data set is unavailable (names the file and how to fix it).
     """
     if not cfg.domains:
         raise ConfigError(cfg.source, "domains", "list at least one domain id")
     out = []
     for i, entry in enumerate(cfg.domains):
         try:
-            out.append(get_domain(entry.id))
+            dom = get_domain(entry.id)
         except KeyError as e:
             raise ConfigError(cfg.source, f"domains.{i}.id", str(e)) from None
+        try:  # a missing data set fails here, before a run directory is made
+            dom.split_sizes()
+        except ConfigError as e:
+            raise ConfigError(cfg.source, f"domains.{i}.id",
+                              f"{entry.id}: its data set is unavailable: {e}") from None
+        out.append(dom)
     # the trainer and the curriculum look domains up by the config's id
     for entry, dom in zip(cfg.domains, out, strict=True):
         if dom.id != entry.id:
