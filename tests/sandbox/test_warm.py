@@ -455,3 +455,15 @@ for d in ("/tmp", "/dev/shm"):
     assert int(lines[1][2]) == 1535, res  # /tmp's root, and a skeleton under it if any
     after = box.run_python("import os; print(len(os.listdir('/tmp')), len(os.listdir('/dev/shm')))")
     assert after.stdout.split() in (["0", "0"], ["1", "0"]), after  # 1: an installation's skeleton
+
+
+@pytest.mark.parametrize("max_file_mib", [16.0, 0.5])
+def test_a_fractional_max_file_mib_runs_warm(max_file_mib):
+    """``Limits`` accepts a float ``max_file_mib``; the warm server's /tmp size came
+    from ``tmp_mib << 20`` (TypeError out of ``Sandbox.run``, even with
+    ``raise_errors=False``)."""
+    box = Sandbox(limits=Limits(timeout_s=10, cpu_s=10, max_file_mib=max_file_mib),
+                  max_concurrency=1)
+    res = box.run_python("import os; print(os.statvfs('/tmp').f_blocks > 0)",
+                         raise_errors=False)
+    assert (res.error, res.exit_code, res.stdout) == (None, 0, "True\n"), res

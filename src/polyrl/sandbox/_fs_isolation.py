@@ -9,6 +9,7 @@ fork-server children (``namespaces``, or the ``landlock`` fallback); ``ExecIsola
 
 import ctypes
 import os
+import re
 import shutil
 import struct
 
@@ -343,7 +344,9 @@ def _mounts_beneath(roots):
     try:
         with open("/proc/self/mountinfo") as f:
             for line in f:
-                point = line.split()[4].replace("\\040", " ")
+                # mountinfo escapes space, tab, newline and backslash as \ooo
+                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)),
+                               line.split()[4])
                 if any(point.startswith(r + "/") for r in roots):
                     found.append(point)
     except OSError:

@@ -94,7 +94,8 @@ class WarmSandbox:
         server_lim = _server_limits(tmp_mib)
         self.spoiled: str | None = None
         cfg = {"mode": "exec", "workers": 1, "preload": [], "programs": {},
-               "tmp_bytes": tmp_mib << 20}  # its own inode-bounded /tmp and /dev/shm
+               # its own inode-bounded /tmp and /dev/shm (Limits allow a float MiB)
+               "tmp_bytes": int(tmp_mib * 1024 * 1024)}
         try:
             self.server = _Server(cfg, server_lim, python, workspace_path=self.workspace.path,
                                   slot=slot)
