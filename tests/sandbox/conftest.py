@@ -46,3 +46,18 @@ def tmp_skeleton() -> list[str]:
     from polyrl.sandbox import hostview
 
     return sorted({p.split("/")[2] for p in hostview.python_paths() if p.startswith("/tmp/")})
+
+
+def fill_inodes(dirs: tuple[str, ...]) -> str:
+    """A program that creates empty files in each of ``dirs`` until it fails (at most
+    5000) and prints ``dir f_files created errno`` per directory that ran out."""
+    return f"""
+import os
+for d in {dirs!r}:
+    total, n = os.statvfs(d).f_files, 0
+    try:
+        while n < 5000:
+            os.close(os.open("%s/f%d" % (d, n), os.O_CREAT | os.O_WRONLY)); n += 1
+    except OSError as e:
+        print(d, total, n, e.errno)
+"""

@@ -9,7 +9,7 @@ import pytest
 from polyrl.errors import ConfigError, SandboxError
 from polyrl.sandbox import ForkServer, Limits
 
-from .conftest import tmp_skeleton
+from .conftest import fill_inodes, tmp_skeleton
 
 
 def test_forkserver_basics(fs: ForkServer):
@@ -383,16 +383,7 @@ def test_empty_files_cannot_eat_kernel_memory():
     """Empty files use no tmpfs size but kernel memory that no rlimit counts: each
     private tmpfs holds at most one inode per page of its size (at least 1024), and the
     workspace one more per input file and directory, so inputs never eat the program's."""
-    code = """
-import os
-for d in (".", "/tmp", "/dev/shm"):
-    total, n = os.statvfs(d).f_files, 0
-    try:
-        while n < 5000:
-            os.close(os.open("%s/f%d" % (d, n), os.O_CREAT | os.O_WRONLY)); n += 1
-    except OSError as e:
-        print(d, total, n, e.errno)
-"""
+    code = fill_inodes((".", "/tmp", "/dev/shm"))
     with ForkServer(preload=[], limits=Limits(max_file_mib=6), workers=1) as fs:
         assert fs.isolation == "namespaces"
         inputs = {"big.txt": "x" * (2 << 20), **{f"in/d{i}/e.txt": "" for i in range(1100)}}

@@ -15,7 +15,7 @@ from polyrl.errors import ConfigError, SandboxError
 from polyrl.sandbox import ForkServer, Limits, Sandbox
 from polyrl.sandbox.warm import warm_pool
 
-from .conftest import is_warm, tmp_skeleton
+from .conftest import fill_inodes, is_warm, tmp_skeleton
 from .test_bwrap import _host_has_cmdline
 
 _SERVER_START = "print(open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])"
@@ -438,16 +438,7 @@ def test_empty_files_cannot_eat_kernel_memory_in_a_warm_sandbox():
     box.run(["true"])
     if not is_warm(box):  # pragma: no cover - kernels without Landlock ABI 6
         pytest.skip("warm sandboxes unavailable here")
-    code = """
-import os
-for d in ("/tmp", "/dev/shm"):
-    total, n = os.statvfs(d).f_files, 0
-    try:
-        while n < 5000:
-            os.close(os.open("%s/f%d" % (d, n), os.O_CREAT | os.O_WRONLY)); n += 1
-    except OSError as e:
-        print(d, total, n, e.errno)
-"""
+    code = fill_inodes(("/tmp", "/dev/shm"))
     res = box.run_python(code)
     lines = [line.split() for line in res.stdout.splitlines()]
     assert [(d, int(t), e) for d, t, _, e in lines] == [("/tmp", 1536, "28"),
