@@ -138,3 +138,18 @@ def test_near_miss_holes_keep_partial_credit(domain: CadGenDomain) -> None:
     k = score.components["target_features"]
     assert score.components["features"] == pytest.approx((k - 1) / k, abs=1e-9)
     assert score.passed is False and 0.8 < score.reward < 1.0, score
+
+
+def test_far_speck_does_not_coarsen_the_grid_until_holes_vanish(domain: CadGenDomain) -> None:
+    # a 0.01 mm cube far away stretched the union raster frame: the target's holes fell
+    # between rays, and the bounding box + speck scored 1.0, passed (d2-4, d3-10)
+    tasks = {t.id: t for lv in (2, 3) for t in domain.tasks("test", difficulty=lv, n=12)}
+    for tid in ("cad-gen-s0-d2-4", "cad-gen-s0-d3-10"):
+        task = tasks[tid]
+        for far in (1000, 100000):
+            speck = f"\nresult = result + box(0.01, 0.01, 0.01).translate({far}, {far}, {far})"
+            score = domain.score(task, _bounding_box_program(task) + speck)
+            assert score.passed is False and score.reward < 0.75, (tid, far, score)
+            assert score.components["features"] == 0.0
+        oracle = domain.score(task, domain.oracle(task))
+        assert oracle.passed and oracle.reward == 1.0

@@ -169,3 +169,22 @@ def test_numpy_scalars_and_keyword_calls_cross_as_plain_values() -> None:
     report = run_tests("import numpy\ndef f(x):\n    return numpy.int64(3 * x)\n",
                        entry_point="f", kind="statements", n_tests=3, test_module=test)
     assert report.passed == [True, True, True], report.errors
+
+
+def test_plain_data_outputs_of_other_types_still_pass() -> None:
+    # a generator (HumanEval/33's tests call tuple(candidate(...))), a list of numpy
+    # ints and a Fraction for a float all passed in-process; process separation made
+    # them Opaque(True) and scored 0
+    from polyrl.domains import get_domain
+    he = get_domain("code/humaneval-v1")
+    tasks = {t.id: t for t in he.tasks("test")}
+    sols = {
+        "HumanEval/33": "def sort_third(l):\n    t = sorted(l[::3])\n"
+                        "    return (t[i//3] if i % 3 == 0 else x for i, x in enumerate(l))\n",
+        "HumanEval/2": "from fractions import Fraction\ndef truncate_number(number):\n"
+                       "    return Fraction(number) % 1\n",
+    }
+    for tid, code in sols.items():
+        assert he.score(tasks[tid], "```python\n" + code + "```").passed, tid
+    wrong = "def sort_third(l):\n    return iter(l)\n"
+    assert not he.score(tasks["HumanEval/33"], "```python\n" + wrong + "```").passed

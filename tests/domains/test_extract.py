@@ -140,3 +140,11 @@ def test_code_blocks():
     assert extract_code(text) == "ls -l"
     assert extract_code("no fences") is None
     assert extract_code("  plain code  ", fallback_to_text=True) == "plain code"
+
+
+def test_working_inside_a_marker_counts_from_its_last_equals_sign():
+    from polyrl.domains.extract import extract_answer
+
+    assert extract_answer(r"\boxed{3 \times 6 = 18}").value == 18
+    assert extract_answer("#### 3 x 6 = 18").value == 18
+    assert extract_answer("#### 18 (or 19)") is None  # still a hedge

@@ -24,7 +24,8 @@ Number rules (documented once, tested in ``tests/domains/test_extract.py``):
 Answer in ``extract_answer``: the final answer marker wins, whichever its format:
 of the last ``\\boxed{...}`` and the last ``#### x`` line, the one written later
 (``\\boxed{18} ... #### 19`` reads 19, ``#### 18 ... \\boxed{23}`` reads 23). A marker
-must hold exactly one number: ``#### 17 or 18`` is a hedge and reads as no answer.
+must hold exactly one number: ``#### 17 or 18`` is a hedge and reads as no answer;
+working shown in it counts from its last ``=`` (``\\boxed{3 \\times 6 = 18}`` reads 18).
 Without a marker the answer is the last number in the text.
 """
 
@@ -166,7 +167,11 @@ def _last_hash(text: str) -> tuple[int, str]:
 
 
 def _one_number(text: str) -> ParsedNumber | None:
-    """The single number of a marker's content; None when it holds none or several."""
+    """The single number of a marker's content; None when it holds none or several.
+    Working shown before a last ``=`` is read past (``\boxed{3 \times 6 = 18}``: 18),
+    so only what the marker finally states counts."""
+    if "=" in text:
+        text = text.rsplit("=", 1)[1]
     found = find_numbers(text)
     return found[0] if len(found) == 1 else None
 

@@ -175,23 +175,37 @@ def compare(cache: TargetCache, cand: Mesh) -> ShapeScores:
     valid = is_watertight(cand.tris) and volume(cand.verts, cand.tris) > 0 \
         and n_tris <= TRIANGLE_BUDGET
     cbox = bbox(cand.verts)
-    frame = cache.frame_for(cbox)
-    rt, rc = cache.raster(frame), rasterize(cand.verts, cand.tris, frame)
     raw = chamfer(cache.samples, sample_surface(cand.verts, cand.tris, N_SAMPLES)) / cache.diag
     d = max(0.0, raw - cache.noise)
     ch = float(np.clip(1 - (d - CHAMFER_DEAD_ZONE) / (CHAMFER_ZERO_AT - CHAMFER_DEAD_ZONE), 0, 1))
-    voids = cache.voids(frame)
-    features, features_min = feature_scores(voids, Voids.of(rc.occ))
+    # Raster measures on the target's own frame (full resolution on the target: a far
+    # speck cannot coarsen the grid until holes vanish) and, when the candidate reaches
+    # outside it, also on the union frame (material outside counts); the lower wins.
+    frames = [cache.default_frame]
+    union = cache.frame_for(cbox)
+    if union != cache.default_frame:
+        frames.append(union)
+    best: tuple[float, ...] | None = None
+    for frame in frames:
+        rt, rc = cache.raster(frame), rasterize(cand.verts, cand.tris, frame)
+        voids = cache.voids(frame)
+        features, features_min = feature_scores(voids, Voids.of(rc.occ))
+        got = (float(iou(rt.occ, rc.occ)), silhouette_similarity(rt, rc), features,
+               features_min, float(voids.n))
+        best = got if best is None else tuple(min(a, b) for a, b in zip(best, got, strict=True))
+        if frame is cache.default_frame:
+            target_n = voids.n
+    assert best is not None
     return ShapeScores(
-        iou=float(iou(rt.occ, rc.occ)),
+        iou=best[0],
         chamfer=ch,
         chamfer_norm=float(d),
-        silhouette=silhouette_similarity(rt, rc),
+        silhouette=best[1],
         valid=1.0 if valid else 0.0,
         triangles=n_tris,
-        features=features,
-        features_min=features_min,
-        target_features=voids.n,
+        features=best[2],
+        features_min=best[3],
+        target_features=target_n,
     )
 
 

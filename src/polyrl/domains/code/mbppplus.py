@@ -38,7 +38,7 @@ INSTRUCTION = ("Write a Python function for the task below. Answer with the full
                "in a ```python block.\n\n")
 
 
-CACHE_VERSION = "v2"
+CACHE_VERSION = "v3"  # v3: iterator, numpy, Fraction and Decimal outputs recorded as data
 """Bumped whenever the recorded cases would change; part of the cache folder name."""
 RECORD_CHUNK = 16
 """Inputs per sandboxed execution when recording the canonical outputs."""
