@@ -148,3 +148,18 @@ def test_working_inside_a_marker_counts_from_its_last_equals_sign():
     assert extract_answer(r"\boxed{3 \times 6 = 18}").value == 18
     assert extract_answer("#### 3 x 6 = 18").value == 18
     assert extract_answer("#### 18 (or 19)") is None  # still a hedge
+
+
+def test_an_answer_before_a_restated_question_counts_and_an_echo_still_does_not():
+    from polyrl.domains import get_domain
+
+    needle = get_domain("recall/needle-v1")
+    task = next(iter(needle.tasks("test", n=1, difficulty=2)))
+    code, question = task.metadata["answer"], task.metadata["question"]
+    assert needle.score(task, f"{code}\n\n(You asked: {question})").passed
+    assert needle.score(task, task.prompt[-1]["content"]).reward == 0.0  # the prompt echoed
+    arith = get_domain("math/arith-v1")
+    task = next(iter(arith.tasks("test", n=1, difficulty=2)))
+    shown = task.prompt[-1]["content"]
+    assert arith.score(task, f"{task.metadata['answer']}\n\nQ: {shown}").passed
+    assert arith.score(task, shown).reward == 0.0

@@ -54,3 +54,12 @@ def test_format_call_round_trips() -> None:
     assert parse_calls(format_call(call)) == [call]
     assert parse_calls(format_call(call, "json")) == [call]
     assert format_call(ToolCall("add", {"a": 3, "b": 4})) == "add(a=3,b=4)"
+
+
+def test_one_tool_call_tag_per_call_reads_every_call() -> None:
+    a = {"name": "add", "arguments": {"a": 1}}
+    b = {"name": "mul", "arguments": {"a": 2}}
+    text = "\n".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in (a, b))
+    assert parse_calls(text) == [ToolCall("add", {"a": 1}), ToolCall("mul", {"a": 2})]
+    fenced = "\n".join(f"```json\n{json.dumps(c)}\n```" for c in (a, b))
+    assert parse_calls(fenced) == [ToolCall("add", {"a": 1}), ToolCall("mul", {"a": 2})]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from polyrl.domains.tools.calls import ToolCall
@@ -88,3 +90,13 @@ def test_rubric_dense_components() -> None:
     assert score_calls(task, "").reward == 0.0
     assert score_calls(task, "sub(a=1)").reward == 0.0  # parsed, but no correct argument
     assert score_calls(task, "area(base=1,height=2)").reward == pytest.approx(0.7 * 0.1)
+
+
+def test_optional_arguments_given_as_empty_string_earn_no_credit() -> None:
+    gold = {"name": "area", "arguments": {"base": [10], "height": [5], "unit": ["m", ""]}}
+    wrong = ToolCall("area", {"base": 999, "height": 999, "unit": ""})
+    assert call_credit(wrong, gold) == 0.1  # name only: "" is the omission marker
+    task = Task("t", "tools/x", "test", 1, [], "",
+                {"tools": [SPEC], "expected": [gold], "ordered": False})
+    assert score_calls(task, json.dumps([wrong.to_json()])).reward < 0.1
+    assert call_credit(ToolCall("area", {"base": 10, "height": 5, "unit": ""}), gold) == 1.0

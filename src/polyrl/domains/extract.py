@@ -195,12 +195,24 @@ def extract_answer(text: str) -> ParsedNumber | None:
 def after_echo(text: str, shown: str) -> str:
     """The part of ``text`` after the last verbatim copy of ``shown`` (the prompt, or
     the question that ends it), so numbers echoed from the prompt are never read as
-    the answer; ``text`` itself when it holds no copy (or ``shown`` is blank)."""
+    the answer; ``text`` itself when it holds no copy (or ``shown`` is blank).
+
+    An answer stated *before* a restated question (``662502 (you asked: ...)``) counts:
+    when nothing after the last copy holds a digit and the text before the first copy
+    holds exactly one number, that text is returned. An echoed list or context holds
+    several numbers, so echoing the prompt still reads no answer."""
     shown = shown.strip()
     if not shown:
         return text
     at = text.rfind(shown)
-    return text if at < 0 else text[at + len(shown):]
+    if at < 0:
+        return text
+    after = text[at + len(shown):]
+    if not re.search(r"\d", after):
+        before = text[:text.find(shown)]
+        if len(re.findall(r"\d[\d,.]*", before)) == 1:
+            return before
+    return after
 
 
 def _strip_latex_text(s: str) -> str:

@@ -7,7 +7,8 @@ Accepted forms (first that yields at least one call wins):
    a list of calls, an OpenAI message ``{"tool_calls": [{"type": "function",
    "function": {"name": ..., "arguments": "<json>"}}]}``, or such a list of
    ``tool_calls`` items. Found as the whole text, inside ```` ```json ```` fences,
-   or inside ``<tool_call>...</tool_call>`` tags.
+   or inside ``<tool_call>...</tool_call>`` tags (all tags, then all fences, in order:
+   one call per tag is a list of calls).
 2. Python call syntax, as BFCL writes its answers: ``add(a=3, b=4)`` or
    ``[f(x=1), g(y="s")]``; dotted names (``math.factorial(number=5)``) allowed;
    argument values must be Python literals (``ast.literal_eval``).
@@ -87,20 +88,24 @@ def _call_from_obj(obj: Any) -> list[ToolCall] | None:
     return [ToolCall(name, args)]
 
 
-def _json_candidates(text: str) -> list[str]:
-    out = [text.strip()]
-    out += [m.group(1).strip() for m in _TAG_RE.finditer(text)]
-    out += [b.code for b in extract_code_blocks(text)]
-    return [c for c in out if c]
+def _json_candidates(text: str) -> list[list[str]]:
+    """Groups of JSON texts: the whole text, the ``<tool_call>`` tags, the fences."""
+    groups = [[text.strip()], [m.group(1).strip() for m in _TAG_RE.finditer(text)],
+              [b.code for b in extract_code_blocks(text)]]
+    return [[c for c in g if c] for g in groups]
 
 
 def _parse_json_calls(text: str) -> list[ToolCall] | None:
-    for cand in _json_candidates(text):
-        try:
-            obj = json.loads(cand)
-        except json.JSONDecodeError:
-            continue
-        calls = _call_from_obj(obj)
+    """Calls of the first group that has any; every tag (fence) of a group counts, so
+    parallel calls written one ``<tool_call>`` each (Hermes/Qwen) are all read."""
+    for group in _json_candidates(text):
+        calls: list[ToolCall] = []
+        for cand in group:
+            try:
+                obj = json.loads(cand)
+            except json.JSONDecodeError:
+                continue
+            calls.extend(_call_from_obj(obj) or [])
         if calls:
             return calls
     return None

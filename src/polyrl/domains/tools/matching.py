@@ -133,7 +133,8 @@ def call_credit(pred: ToolCall, expected: dict[str, Any]) -> float:
 
     ``0.3 * name_equal + 0.7 * (matching arguments / arguments in either)``;
     ``NAME_ONLY_CREDIT`` when the name is right but no argument it gives matches
-    (omitting optional arguments alone is no correct argument); 0.0 when the names
+    (omitting optional arguments, or giving them as ``""``, alone is no correct
+    argument); 0.0 when the names
     differ.
     """
     if pred.name != expected["name"]:
@@ -145,8 +146,11 @@ def call_credit(pred: ToolCall, expected: dict[str, Any]) -> float:
     good = sum(1 for k in keys if k in gold and _accepted(pred.arguments, k, gold[k]))
     if good == len(keys):
         return 1.0
-    if not any(k in gold and _accepted(pred.arguments, k, gold[k]) for k in pred.arguments):
-        return NAME_ONLY_CREDIT  # rightly omitted optional arguments alone earn nothing
+    if not any(k in gold and pred.arguments[k] != "" and _accepted(pred.arguments, k, gold[k])
+               for k in pred.arguments):
+        # rightly omitted optional arguments alone earn nothing, nor do ones given as ""
+        # (the omission marker: free to write, no sign of the request being understood)
+        return NAME_ONLY_CREDIT
     return 0.3 + 0.7 * good / len(keys)
 
 
