@@ -2,7 +2,7 @@
 
 Not imported: ``forkserver.py`` sends ``_fs_isolation.py``'s text, then this file's, then
 ``_fs_child.py``'s and ``_fs_server.py``'s, as one program, so the names this file uses
-from ``_fs_isolation.py`` (the Landlock calls, ``_write``, ``_drop_caps``,
+from ``_fs_isolation.py`` (the Landlock calls, ``map_ids``, ``own_tmpfs``, ``_drop_caps``,
 ``apply_seccomp``, ``_scoped_ruleset``, ``_mounts_beneath``) are defined when it runs.
 ``ExecIsolation`` isolates the *exec* jobs of a warm sandbox (``Sandbox.run``'s fast
 path) and resets the sandbox between them. See ``_fs_server.py``.
@@ -29,33 +29,16 @@ def bounded_tmp(tmp_bytes):
     installation under ``/tmp``); then drop every capability. No cost per execution:
     they share these (emptied between executions). Raises OSError."""
     uid, gid = os.getuid(), os.getgid()
-    under = _mounts_beneath(("/tmp", "/dev/shm"))
-    keep = []
     _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
     try:
         if _libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS
             raise OSError(ctypes.get_errno(), "unshare")
-        _write("/proc/self/setgroups", b"deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1".encode())
-        _write("/proc/self/gid_map", f"{gid} {gid} 1".encode())
-        if _libc.mount(b"none", b"/", None, (1 << 14) | (1 << 18), None) != 0:
-            raise OSError(ctypes.get_errno(), "mount / private")  # MS_REC | MS_PRIVATE
-        # opened in the new mount namespace: a bind whose source is a mount of another
-        # namespace fails with EINVAL (a checkout or venv under /tmp: no warm sandboxes)
-        keep = [os.open(m, os.O_PATH | os.O_CLOEXEC) for m in under]
+        map_ids(f"{uid} {uid} 1".encode(), f"{gid} {gid} 1".encode())
         data = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
-        for dst in (b"/tmp", b"/dev/shm"):
-            if _libc.mount(b"tmpfs", dst, b"tmpfs", 2 | 4, data) != 0:  # NOSUID | NODEV
-                raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
-        for point, fd in zip(under, keep, strict=True):
-            os.makedirs(point, exist_ok=True)
-            if _libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None,
-                           4096 | (1 << 14), None) != 0:  # MS_BIND | MS_REC, read-only
-                raise OSError(ctypes.get_errno(), f"bind {point}")
+        own_tmpfs([(b"/tmp", data), (b"/dev/shm", data)],
+                  _mounts_beneath(("/tmp", "/dev/shm")))
         _drop_caps()
     finally:
-        for fd in keep:
-            os.close(fd)
         _libc.prctl(4, 0, 0, 0, 0)
 
 
@@ -134,9 +117,7 @@ class ExecIsolation:
         _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
         if _libc.unshare(0x10000000 | 0x08000000 | 0x04000000) != 0:  # USER | IPC | UTS
             raise OSError(ctypes.get_errno(), "unshare")
-        _write("/proc/self/setgroups", b"deny")
-        _write("/proc/self/uid_map", self.uid_map)
-        _write("/proc/self/gid_map", self.gid_map)
+        map_ids(self.uid_map, self.gid_map)
         prctl = _libc.prctl
         for cap in self.caps:
             if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:

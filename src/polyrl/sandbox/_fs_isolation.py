@@ -217,32 +217,48 @@ class Isolation:
         # CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC
         if _libc.unshare(0x10000000 | 0x00020000 | 0x08000000 | self.net) != 0:
             raise OSError(ctypes.get_errno(), "unshare")
-        _write("/proc/self/setgroups", b"deny")
-        _write("/proc/self/uid_map", self.uid_map)
-        _write("/proc/self/gid_map", self.gid_map)
+        map_ids(self.uid_map, self.gid_map)
         if self.net:
             _loopback_up()
         tmpfs = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
-        keep = [os.open(m, os.O_PATH | os.O_CLOEXEC) for m in self.tmp_mounts]
-        for src, dst, fstype, flags, data in (
-                (b"none", b"/", None, (1 << 14) | (1 << 18), None),  # MS_REC | MS_PRIVATE
-                (b"tmpfs", b"/workspace", b"tmpfs", 2 | 4,  # MS_NOSUID | MS_NODEV
-                 "size={},nr_inodes={},mode=700".format(*workspace).encode()),
-                (b"tmpfs", b"/tmp", b"tmpfs", 2 | 4, tmpfs),
-                (b"tmpfs", b"/dev/shm", b"tmpfs", 2 | 4, tmpfs)):
-            if _libc.mount(src, dst, fstype, flags, data) != 0:
-                raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
-        for point, fd in zip(self.tmp_mounts, keep, strict=True):
-            os.makedirs(point, exist_ok=True)
-            if _libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None,
-                           4096 | (1 << 14), None) != 0:  # MS_BIND | MS_REC, stays read-only
-                raise OSError(ctypes.get_errno(), f"bind {point}")
-            os.close(fd)
+        own_tmpfs([(b"/workspace", "size={},nr_inodes={},mode=700".format(*workspace).encode()),
+                   (b"/tmp", tmpfs), (b"/dev/shm", tmpfs)], self.tmp_mounts)
         _drop_caps()  # and seccomp (after this) refuses mount calls: the mounts stay
         if self.scope >= 0 and _syscall(_SYS_RESTRICT, self.scope, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self (scopes)")
         _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
         return "/workspace"
+
+
+def map_ids(uid_map, gid_map):
+    """In a new user namespace: deny setgroups, write the uid and gid maps (bytes, e.g.
+    ``b"1000 1000 1"``). Raises OSError."""
+    _write("/proc/self/setgroups", b"deny")
+    _write("/proc/self/uid_map", uid_map)
+    _write("/proc/self/gid_map", gid_map)
+
+
+def own_tmpfs(mounts, rebind):
+    """In a new mount namespace (with CAP_SYS_ADMIN in its user namespace): make every
+    mount private, mount a tmpfs at each ``(dst, options)`` of ``mounts`` (bytes; nosuid,
+    nodev), then bind again the read-only mount points ``rebind`` they cover (a Python
+    installation under ``/tmp``), opened here: a bind whose source belongs to another
+    mount namespace fails with EINVAL. Raises OSError."""
+    if _libc.mount(b"none", b"/", None, (1 << 14) | (1 << 18), None) != 0:
+        raise OSError(ctypes.get_errno(), "mount / private")  # MS_REC | MS_PRIVATE
+    keep = [os.open(m, os.O_PATH | os.O_CLOEXEC) for m in rebind]
+    try:
+        for dst, options in mounts:
+            if _libc.mount(b"tmpfs", dst, b"tmpfs", 2 | 4, options) != 0:  # NOSUID|NODEV
+                raise OSError(ctypes.get_errno(), f"mount {dst.decode()}")
+        for point, fd in zip(rebind, keep, strict=True):
+            os.makedirs(point, exist_ok=True)
+            if _libc.mount(f"/proc/self/fd/{fd}".encode(), point.encode(), None,
+                           4096 | (1 << 14), None) != 0:  # MS_BIND | MS_REC, stays read-only
+                raise OSError(ctypes.get_errno(), f"bind {point}")
+    finally:
+        for fd in keep:
+            os.close(fd)
 
 
 def _inodes(size_bytes):
