@@ -17,5 +17,5 @@ def shared_data() -> Path:
     path = Path(os.environ.get("POLYRL_DATA_DIR") or os.environ.get("POLYRL_SHARED_DATA")
                 or SHARED_DATA)
     if not path.is_dir():
-        pytest.skip(f"shared data not found at {path}")
+        pytest.skip(f"shared data not found at {path} (set POLYRL_DATA_DIR to its folder)")
     return path
