@@ -321,17 +321,26 @@ print("built")
 _SECCOMP_PROBE = """
 import ctypes, os, subprocess, threading
 libc = ctypes.CDLL(None, use_errno=True)
-def denied(ret):
-    return ret == -1 and ctypes.get_errno() == 1  # EPERM
-calls = {{
-    "keyctl": libc.syscall({keyctl}, 0, 0, 0, 0),
-    "add_key": libc.syscall({add_key}, 0, 0, 0, 0, 0),
-    "unshare": libc.unshare(0x10000000), "io_uring_setup": libc.syscall(425, 1, 0),
-    "clone_newuser": libc.syscall({clone}, 0x10000000 | 17, 0, 0, 0, 0),
-    "mount": libc.mount(b"none", b"/tmp", b"tmpfs", 0, None), "bpf": libc.syscall({bpf}, 0, 0, 0),
-    "vsock": libc.socket(40, 1, 0),
+def denied(ret, err=1):  # EPERM, read right after the call
+    return ret == -1 and ctypes.get_errno() == err
+fd = os.open("falloc", os.O_RDWR | os.O_CREAT)
+refused = {{
+    "keyctl": denied(libc.syscall({keyctl}, 0, 0, 0, 0)),
+    "add_key": denied(libc.syscall({add_key}, 0, 0, 0, 0, 0)),
+    "unshare": denied(libc.unshare(0x10000000)),
+    "io_uring_setup": denied(libc.syscall(425, 1, 0)),
+    "clone_newuser": denied(libc.syscall({clone}, 0x10000000 | 17, 0, 0, 0, 0)),
+    "mount": denied(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+    "bpf": denied(libc.syscall({bpf}, 0, 0, 0)), "vsock": denied(libc.socket(40, 1, 0)),
+    "shmget": denied(libc.syscall({shmget}, 0, 1 << 20, 0o1600)),  # IPC_PRIVATE, CREAT
+    "memfd_create": denied(libc.syscall({memfd_create}, b"m", 0)),
+    # KEEP_SIZE: blocks past the file's size (EOPNOTSUPP)
+    "fallocate_keep_size": denied(libc.fallocate(fd, 1, 0, 1 << 30), 95),
+    # allowed: mode 0 (the size grows, under RLIMIT_FSIZE) and punching holes
+    "fallocate": libc.fallocate(fd, 0, 0, 4096) == 0 and os.fstat(fd).st_size == 4096,
+    "punch_hole": libc.fallocate(fd, 3, 0, 4096) == 0 and os.fstat(fd).st_blocks == 0,
 }}
-print(sorted(k for k, v in calls.items() if not denied(v)))
+print(sorted(k for k, v in refused.items() if not v))
 t = threading.Thread(target=lambda: None); t.start(); t.join()
 pid = os.fork()
 if pid == 0:

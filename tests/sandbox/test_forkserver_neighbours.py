@@ -179,3 +179,22 @@ def test_no_process_leaves_its_execution_as_the_forkers_child():
     assert res.stdout.split()[:2] == ["clone", "-1"], res.stdout
     assert took < 5, f"the execution ended after {took:.1f} s"
     assert after.stdout.strip() == "[1, 3]", after.stdout  # the server and the forker only
+
+
+PTY = """
+import os
+m, s = os.openpty()
+os.write(m, b"hi\\n")
+print(os.stat("/dev/pts").st_dev, os.read(s, 3), sorted(os.listdir("/dev/pts")))
+"""
+
+
+def test_every_execution_has_ptys_of_its_own(fs):
+    """A devpts instance per execution (namespaces isolation): with the sandbox's one
+    /dev/pts, an execution opened a neighbour's pty, read the input its test typed and
+    wrote a forged answer the test accepted (measured)."""
+    if fs.isolation != "namespaces":  # pragma: no cover - hosts without mount namespaces
+        pytest.skip("landlock isolation shares /dev/pts (documented)")
+    runs = [fs.run_python(PTY).stdout.split(" ", 1) for _ in range(2)]
+    assert all(rest == "b'hi\\n' ['0', 'ptmx']\n" for _, rest in runs), runs
+    assert runs[0][0] != runs[1][0]  # two devpts instances, not one shared

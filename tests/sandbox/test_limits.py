@@ -30,6 +30,17 @@ def test_resolve_and_validation():
         Limits().replace(timeout_s=-1)
 
 
+@pytest.mark.parametrize("field", ["timeout_s", "cpu_s", "memory_mib", "max_file_mib",
+                                   "kill_grace_s"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_limits_must_be_finite(field: str, value: float):
+    """nan compares false with everything: a nan wall limit or grace period was no limit
+    (a program that ignored SIGTERM ran on; --timeout-s nan ran 8 s of 8); inf overflowed
+    later with a bare traceback."""
+    with pytest.raises(ConfigError, match=f"{field}.*finite"):
+        Limits(**{field: value})
+
+
 def test_rlimits_units():
     lim = Limits(cpu_s=2.2, memory_mib=100, max_pids=9, max_file_mib=3)
     rl = {r: (s, h) for r, s, h in lim.rlimits()}

@@ -81,3 +81,29 @@ def test_path_names_for_files_and_collect(box: Sandbox):
     res = box.run_python("open('b.txt', 'w').write(open('a.txt').read() * 2)",
                          files={Path("a.txt"): "hi"}, collect=[Path("b.txt")])
     assert res.files == {"b.txt": b"hihi"}
+
+
+@pytest.mark.timeout(60)
+def test_a_daemon_holding_the_output_does_not_hold_the_call(box: Sandbox):
+    """Under the process backend a daemon of its own session is out of the kill's reach;
+    it held the host's call until it exited (12 s here, for good with ``sleep
+    infinity``). The host stops reading its pipes STREAMS_AFTER_EXIT_S after the main
+    process is gone; a sandbox kills it outright."""
+    import time
+
+    tag = f"polyrl-daemon-{time.monotonic_ns()}"
+    t0 = time.monotonic()
+    res = box.run(["bash", "-c", f"echo hi; setsid bash -c 'exec -a {tag} sleep 30' & exit 0"],
+                  limits=Limits(timeout_s=10))
+    took = time.monotonic() - t0
+    import os
+    import signal
+    from pathlib import Path
+
+    for proc in Path("/proc").iterdir():  # the process backend's daemon lives on
+        try:
+            if proc.name.isdigit() and tag.encode() in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
+        except OSError:
+            pass
+    assert res.stdout == "hi\n" and took < 6, (took, res)

@@ -102,6 +102,11 @@ def test_the_program_answers_as_designed(machine: str):
     assert answer(own["setpriority"], 0, 1) == EPERM  # another process
     assert answer(own["ioprio_set"], 1, 0) == ALLOW and answer(own["ioprio_set"], 1, 9) == EPERM
     assert answer(own["ioprio_set"], 3, 0) == EPERM  # IOPRIO_WHO_USER
+    eopnotsupp = 0x50000 | errno.EOPNOTSUPP
+    assert answer(own["fallocate"], 3, 0, 0, 1 << 30) == ALLOW  # mode 0: the size grows
+    assert answer(own["fallocate"], 3, 3) == ALLOW  # KEEP_SIZE | PUNCH_HOLE: frees
+    for mode in (1, 0x10, 0x11, 0x20, 0x8, 0x40):  # KEEP_SIZE, ZERO_RANGE, ..., UNSHARE
+        assert answer(own["fallocate"], 3, mode) == eopnotsupp, mode
     if arch.x32:
         assert answer(0x40000000 | READ[machine]) == EPERM
     denied = set(arch.deny.values()) | {arch.clone3}

@@ -41,7 +41,8 @@ open("/tmp/left.txt", "w").write("x")
 os.makedirs("/tmp/ro/sub"); os.chmod("/tmp/ro", 0o500)
 open("/dev/shm/left", "w").write("x")
 open("/workspace/left.txt", "w").write("x")
-assert libc.shmget(0x5eed, 4096, 0o1000 | 0o600) >= 0  # IPC_CREAT: a SysV segment
+assert libc.msgget(0x5eed, 0o1000 | 0o600) >= 0  # IPC_CREAT: a SysV message queue
+assert libc.shmget(0x5eed, 4096, 0o1000 | 0o600) == -1  # shared memory: refused
 subprocess.Popen(["sleep", "30"], start_new_session=True)
 os.chmod("/workspace", 0); os.chmod("/tmp", 0)
 {_SERVER_START}
@@ -52,7 +53,7 @@ os.chmod("/workspace", 0); os.chmod("/tmp", 0)
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 print(sorted(os.listdir("/tmp")), sorted(os.listdir("/dev/shm")), sorted(os.listdir(".")))
-print(libc.shmget(0x5eed, 0, 0), os.access("/tmp", os.W_OK), os.access(".", os.W_OK))
+print(libc.msgget(0x5eed, 0), os.access("/tmp", os.W_OK), os.access(".", os.W_OK))
 print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) == [1, os.getpid()])
 {_SERVER_START}
 """
@@ -61,7 +62,7 @@ print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) == [1, os.getpi
     lines = second.stdout.splitlines()
     assert lines[3] == first.stdout.strip()  # the same warm sandbox ran both
     assert lines[0] == f"{tmp_skeleton()} [] ['given.txt']"
-    assert lines[1] == "-1 True True"  # no SysV segment; both writable again
+    assert lines[1] == "-1 True True"  # no SysV queue; both writable again
     assert lines[2] == "True"  # the background sleep is gone
 
 

@@ -27,8 +27,9 @@ Limitations (real hazards, read before trusting a verdict):
 
 - The seccomp filter (``polyrl.sandbox.seccomp``, every execution of every backend
   but ``process``) is a deny-list of interfaces a program has no use for (keyrings,
-  bpf, perf, userfaultfd, io_uring, mounts, new namespaces, modules, kexec, clocks),
-  not an allow-list: the rest of the kernel is reachable, and a kernel bug there can
+  bpf, perf, userfaultfd, io_uring, mounts, new namespaces, modules, kexec, clocks,
+  SysV shared memory and memfds, ``fallocate`` beyond a file's size), not an
+  allow-list: the rest of the kernel is reachable, and a kernel bug there can
   break out. It exists for x86_64 and aarch64; on other architectures nothing is
   filtered.
 - Limits are rlimits, not cgroups (containers rarely give writable cgroups):
@@ -41,17 +42,25 @@ Limitations (real hazards, read before trusting a verdict):
 - ``max_pids`` is exact only as root (each execution gets its own uid). As a normal
   user RLIMIT_NPROC counts all the user's processes, so polyrl widens it by the number
   the user already runs: a fork bomb is still stopped, less tightly.
-- ``max_file_mib`` bounds each file and the private ``/tmp``, not the workspace total
-  (except in the fork-server: there ``/workspace`` is a tmpfs of ``max_file_mib`` plus
-  the input files).
+- ``max_file_mib`` bounds each file, the private ``/tmp``, and how much the workspace
+  may grow during one execution. In the fork-server ``/workspace`` is a tmpfs of
+  ``max_file_mib`` plus the input files. Elsewhere it is a host directory, measured
+  while the program runs (``polyrl.sandbox._fs_usage``: by the warm sandbox's server
+  inside the sandbox, by the host for cold, ``process`` and session executions): past
+  ``max_file_mib`` MiB of blocks, or one file per 4 KiB of it, beyond what it held at the
+  start, the program is killed (``limit_hit="max_file_mib"``). The first measure is
+  0.02 s after the start, the next ones at intervals doubling up to 0.1 s (and spaced
+  so that walking costs at most 5% of the time): a program writes what the disk takes
+  in between (measured: 6-55 MiB written under a 4 MiB budget before the kill; before
+  this measure, ~10 GB in a 20 s wall limit). A directory the host cannot list (the program
+  removed its permissions, on a host that is not root) counts as over budget.
 - Files take kernel memory that no limit counts (an inode, ~0.8 KiB, even when empty).
   The fork-server's private tmpfs, and a warm sandbox's ``/tmp`` and ``/dev/shm``
   (remounted by its server in a mount namespace of its own, emptied between executions),
   hold at most one file per 4 KiB of their size; bwrap offers no such cap, so in a cold
   execution's ``/tmp`` and ``/dev/shm`` only ``timeout_s`` bounds them (measured:
   ~100,000 empty files/s, ~80 MiB/s of unreclaimable kernel memory until the execution
-  ends), as it bounds what any bwrap execution (warm or cold) writes to its
-  ``/workspace``, a host directory (``max_file_mib`` per file).
+  ends).
 - ``collect`` returns regular files of at most 64 MiB, never through a symlink. A file
   the program made unreadable (mode 0, or in a directory without search permission)
   is left out, except by a cold execution run as root (the host reads it anyway).
@@ -101,8 +110,11 @@ Limitations (real hazards, read before trusting a verdict):
   isolation the workspaces are directories of the server's ``/tmp``, whose space
   (``workers`` x ``max_file_mib`` + 64 MiB) one execution may fill. ``/proc`` lists the others, and
   their ``/proc/<pid>/net`` (sockets, ports, interface counters) stays readable.
-  The ``landlock`` fallback (no mount namespace) shares ``/tmp``'s space and
-  ``/dev/shm``, and lets the others reach unix sockets by path and chmod files. Use
+  Each ``namespaces`` child also mounts a devpts instance of its own at ``/dev/pts``
+  (with the sandbox's one, an execution opened a neighbour's pty, read what its test
+  typed and wrote a forged answer). The ``landlock`` fallback (no mount namespace)
+  shares ``/tmp``'s space, ``/dev/shm`` and ``/dev/pts`` (the others' ptys), and lets
+  the others reach unix sockets by path and chmod files. Use
   ``Sandbox.run`` (a sandbox per concurrent execution) where programs run networking
   code and may be hostile to each other, e.g. samples of one group whose rewards are
   compared. Children inherit the server's already-imported modules (``sys.modules``),

@@ -223,6 +223,11 @@ class Isolation:
         tmpfs = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
         own_tmpfs([(b"/workspace", "size={},nr_inodes={},mode=700".format(*workspace).encode()),
                    (b"/tmp", tmpfs), (b"/dev/shm", tmpfs)], self.tmp_mounts)
+        # a devpts instance of its own: the server's /dev/pts lists every execution's
+        # ptys, which another execution (same uid) could open, read and write
+        if _libc.mount(b"devpts", b"/dev/pts", b"devpts", 2 | 8,
+                       b"newinstance,ptmxmode=0666,mode=0620") != 0:  # NOSUID | NOEXEC
+            raise OSError(ctypes.get_errno(), "mount /dev/pts")
         _drop_caps()  # and seccomp (after this) refuses mount calls: the mounts stay
         if self.scope >= 0 and _syscall(_SYS_RESTRICT, self.scope, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self (scopes)")

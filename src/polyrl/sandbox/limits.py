@@ -17,7 +17,8 @@ from polyrl.errors import ConfigError
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one execution (all enforced by the kernel, not by polling).
+    """Resource limits of one execution (enforced by the kernel, but for a workspace on
+    the host, which is measured while the program runs).
 
     Attributes:
         timeout_s: wall-clock seconds from start until the whole process tree is
@@ -36,8 +37,11 @@ class Limits:
             (``RLIMIT_NPROC`` inside a private user id; a cold bwrap execution's reads
             one more, for bwrap's own monitor process); stops fork bombs.
         max_file_mib: largest file the program may write, MiB (``RLIMIT_FSIZE``); also the
-            size of the private ``/tmp`` tmpfs (and, in the fork-server, of the
-            ``/workspace`` tmpfs, on top of the input files).
+            size of the private ``/tmp`` tmpfs, and how much the workspace may grow during
+            the execution (the fork-server's ``/workspace`` is a tmpfs of that size on
+            top of the input files; a host-directory workspace is measured while the
+            program runs, which is killed past it: ``limit_hit="max_file_mib"``, see
+            ``polyrl.sandbox``).
         max_output_kib: bytes kept of stdout and of stderr, each, in KiB. When a stream
             passes it, it is cut, flagged truncated, and the program is killed
             (``limit_hit="max_output_kib"``); the host never buffers more.
@@ -60,12 +64,15 @@ class Limits:
                     "max_output_kib")
         for name in positive:
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                    or not math.isfinite(value) or value <= 0):  # nan: no limit at all
                 raise ConfigError("<limits>", f"sandbox.limits.{name}",
-                                  f"must be a number > 0, got {value!r}")
-        if self.kill_grace_s < 0:
+                                  f"must be a finite number > 0, got {value!r}")
+        grace = self.kill_grace_s
+        if (not isinstance(grace, (int, float)) or isinstance(grace, bool)
+                or not math.isfinite(grace) or grace < 0):
             raise ConfigError("<limits>", "sandbox.limits.kill_grace_s",
-                              f"must be >= 0, got {self.kill_grace_s!r}")
+                              f"must be a finite number >= 0, got {grace!r}")
         if self.max_pids < 4:
             raise ConfigError("<limits>", "sandbox.limits.max_pids",
                               f"must be >= 4 (the sandbox itself needs 3), got {self.max_pids}")

@@ -19,8 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from polyrl.errors import SandboxError
+from polyrl.sandbox._fs_usage import DiskGuard
 from polyrl.sandbox.limits import Limits
 from polyrl.sandbox.pool import FairGate
+
+STREAMS_AFTER_EXIT_S = 2.0
+"""After the main process exits, how long the host keeps reading output that something
+else still holds open (killing it every 0.5 s) before it stops reading. Sandboxed
+executions never get there (their processes die with them); under the ``process``
+backend a daemon in a session of its own is out of the kill's reach and would hold the
+call for good."""
 
 
 @dataclass
@@ -59,6 +67,7 @@ def run_process(
     gate: FairGate | threading.Semaphore | None = None,
     release_fd: int = -1,
     spawn: Callable[..., subprocess.Popen] | None = None,
+    disk_guard: DiskGuard | None = None,
 ) -> RawRun:
     """Run ``argv`` (in its own session) under ``limits.timeout_s`` and the output limit.
 
@@ -75,6 +84,8 @@ def run_process(
         spawn: starts the process instead of ``subprocess.Popen(argv, env=env,
             preexec_fn=preexec_fn, ...)``, given the other ``Popen`` keyword arguments
             (the bwrap backend's ``popen``, which may retry without ``preexec_fn``).
+        disk_guard: watches the workspace (a host directory) while the program runs;
+            past its budget the program is killed, ``killed_for="max_file_mib"``.
 
     Raises:
         SandboxError: the process could not be started.
@@ -116,15 +127,16 @@ def run_process(
                 pass  # bwrap already died in setup: seen below as a failed start
             finally:
                 os.close(release_fd)
-        return _pump(proc, limits, on_kill)
+        return _pump(proc, limits, on_kill, disk_guard)
     finally:
         if gate is not None:
             gate.release()
 
 
 def _pump(proc: subprocess.Popen, limits: Limits,
-          on_kill: Callable[[int, int], None] | None) -> RawRun:
-    """Pump output, enforce the wall/output limits, reap; the clock starts here."""
+          on_kill: Callable[[int, int], None] | None,
+          disk_guard: DiskGuard | None = None) -> RawRun:
+    """Pump output, enforce the wall/output/workspace limits, reap; the clock starts here."""
     assert proc.stdout is not None and proc.stderr is not None
     t0 = time.monotonic()
     cap = limits.max_output_bytes
@@ -138,10 +150,12 @@ def _pump(proc: subprocess.Popen, limits: Limits,
     pidfd = os.pidfd_open(proc.pid)
     sel.register(pidfd, selectors.EVENT_READ)
     deadline = t0 + limits.timeout_s
+    if disk_guard is not None:
+        disk_guard.start(t0)
     killed_for: str | None = None
     kill_at: float | None = None  # when SIGKILL follows the SIGTERM
     exited = False
-    exited_at = 0.0
+    exited_at = gone_at = 0.0  # the last kill of what holds the pipes; the main exit
 
     def kill(sig: int) -> None:
         # SIGTERM goes to the program (on_kill) when the backend can reach it, so that it
@@ -162,18 +176,29 @@ def _pump(proc: subprocess.Popen, limits: Limits,
             if kill_at is not None and now >= kill_at:
                 kill(signal.SIGKILL)
                 kill_at = now + 0.5  # repeat while something survives
+            if (disk_guard is not None and killed_for is None and not exited
+                    and disk_guard.due(now) and disk_guard.over()):
+                killed_for = "max_file_mib"  # the workspace grew past its budget
+                kill(signal.SIGKILL)
+                kill_at = time.monotonic() + 0.5
             if exited and open_streams and now - exited_at > 0.5:
                 # the main process is gone but something still holds a pipe: kill it
+                if now - gone_at > STREAMS_AFTER_EXIT_S:
+                    break  # out of reach (process backend: a daemon of its own session)
                 kill(signal.SIGKILL)
                 exited_at = now
+            guard_at = (disk_guard.next_at if disk_guard is not None and killed_for is None
+                        and not exited else None)
             wait_until = min(x for x in (deadline if killed_for is None else None, kill_at,
-                                         exited_at + 0.5 if exited else None) if x is not None)
+                                         exited_at + 0.5 if exited else None, guard_at)
+                             if x is not None)
             events = sel.select(max(0.0, wait_until - now) + 0.001)
             for key, _ in events:
                 fd = key.fd
                 if fd == pidfd:
                     sel.unregister(pidfd)
                     exited, exited_at = True, time.monotonic()
+                    gone_at = exited_at
                     continue
                 try:
                     chunk = os.read(fd, 65536)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from polyrl.errors import ConfigError, SandboxError, error_class_name
 from polyrl.sandbox import bwrap as bwrap_backend
 from polyrl.sandbox import process as process_backend
+from polyrl.sandbox._fs_usage import DiskGuard
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits, resolve_limits
 from polyrl.sandbox.pool import FairGate, admission
@@ -200,12 +201,16 @@ class Sandbox:
         argv = _argv_list(argv)
         data = stdin.encode() if isinstance(stdin, str) else stdin
         started = time.time()
+        try:  # a host directory: the host bounds how much it may grow
+            guard = DiskGuard(ws.path, lim.max_file_mib)
+        except OSError as e:
+            raise SandboxError(f"cannot measure the workspace {ws.path}: {e}") from e
         if self.backend == "process":
             prep = process_backend.prepare(argv, lim, ws.path, cwd=cwd, python=self.python,
                                            extra_env=env)
             with self._gate:
                 raw = run_process(prep.argv, lim, env=prep.env, stdin=data,
-                                  preexec_fn=prep.preexec_fn)
+                                  preexec_fn=prep.preexec_fn, disk_guard=guard)
             return to_exec_result(argv, raw, lim, started, shell_status=False)
         prep = bwrap_backend.prepare(argv, lim, ws.path, cwd=cwd, slot=slot, python=self.python,
                                      extra_env=env, extra_binds=extra_binds)
@@ -220,7 +225,8 @@ class Sandbox:
             raw = run_process(prep.argv, lim, env=prep.env, stdin=data,
                               preexec_fn=prep.preexec_fn, pass_fds=(status_w, block_r),
                               on_kill=prep.on_kill, gate=self._gate, release_fd=release_fd,
-                              spawn=functools.partial(bwrap_backend.popen, prep))
+                              spawn=functools.partial(bwrap_backend.popen, prep),
+                              disk_guard=guard)
             os.close(status_w)
             status_w = -1
             _check_bwrap_started(status_r, block_r, raw.stderr, raw.killed_for)

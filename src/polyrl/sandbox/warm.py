@@ -128,7 +128,7 @@ class WarmSandbox:
         req: dict = {"id": next(self._ids), "argv": argv, "cwd": cwd, "env": env,
                      "rlimits": lim.rlimits(), "timeout_s": lim.timeout_s,
                      "grace_s": lim.kill_grace_s, "max_output_bytes": lim.max_output_bytes,
-                     "tmp_bytes": 0}
+                     "tmp_bytes": 0, "disk_mib": lim.max_file_mib}
         if stdin:
             req["stdin"] = base64.b64encode(stdin).decode()
         if collect:

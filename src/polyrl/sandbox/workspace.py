@@ -13,6 +13,7 @@ import stat
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable
 
 from polyrl.errors import ConfigError, SandboxError
 
@@ -199,7 +200,7 @@ class Workspace:
             SandboxError: something could not be copied (e.g. a fifo or socket).
         """
         try:
-            shutil.copytree(self.path, dest, symlinks=True)
+            shutil.copytree(self.path, dest, symlinks=True, copy_function=_link_copier())
         except shutil.Error as e:
             remove_tree(dest)
             first = e.args[0][0] if e.args and e.args[0] else e
@@ -224,7 +225,8 @@ class Workspace:
     def restore_from(self, src: str) -> None:
         """Replace the workspace contents by the tree at ``src`` (ownership set to ``uid``)."""
         self.clear()
-        shutil.copytree(src, self.path, symlinks=True, dirs_exist_ok=True)
+        shutil.copytree(src, self.path, symlinks=True, dirs_exist_ok=True,
+                        copy_function=_link_copier())
         if self.uid is not None:
             for root, dirs, files in os.walk(self.path):
                 for n in dirs + files:
@@ -236,6 +238,26 @@ class Workspace:
             remove_tree(self.path)
         except OSError:
             pass
+
+
+def _link_copier() -> Callable[[str, str], str]:
+    """A ``copy_function`` for one ``shutil.copytree`` that keeps hard links: the first
+    name of a file is copied (``shutil.copy2``), its other names in the tree are linked
+    to that copy. Copying each name again multiplied the data (measured: 200 links to
+    one 15 MiB file, a 16 MiB workspace, made a 3 GiB snapshot on the host)."""
+    first: dict[tuple[int, int], str] = {}
+
+    def copy(src: str, dst: str) -> str:
+        st = os.lstat(src)
+        if st.st_nlink > 1:
+            key = (st.st_dev, st.st_ino)
+            if key in first:
+                os.link(first[key], dst)
+                return dst
+            first[key] = dst
+        return shutil.copy2(src, dst)
+
+    return copy
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -1,0 +1,135 @@
+"""How much a workspace has grown during one execution (stdlib only).
+
+Imported by the host (cold bwrap and ``process`` executions, sessions) and sent as
+source text with the fork-server program (warm sandboxes measure their ``/workspace``
+inside the sandbox). A workspace that is a host directory has no size of its own: one
+file is capped by ``RLIMIT_FSIZE``, but the number of files is not, so a program that
+writes file after file could fill the host's disk within its wall-clock limit. The
+``DiskGuard`` measures the tree now and then while the program runs and says when it
+has grown past its budget; the caller kills the execution (``limit_hit="max_file_mib"``).
+
+The budget is the one of a fork-server child's ``/workspace`` tmpfs: ``max_file_mib``
+MiB of blocks and one file (inode) per 4 KiB of it, on top of what the workspace held
+when the execution started.
+"""
+
+import os
+import stat
+import time
+
+INODE_BYTES = 4096  # one file per 4 KiB of budget, as the fork-server's tmpfs mounts
+FIRST_CHECK_S = 0.02  # executions shorter than this are never walked
+CHECK_EVERY_S = 0.1  # the interval doubles from FIRST_CHECK_S up to this
+COST_SHARE = 0.05  # walking takes at most this share of the wall time between walks
+
+
+def tree_usage(root, stop_bytes=float("inf"), stop_entries=float("inf")):
+    """``(bytes, entries)`` beneath the directory ``root`` (a path), symlinks never
+    followed: bytes = allocated blocks (``st_blocks * 512``) of every entry, files and
+    directories alike (a file with several hard links once); entries = the number of
+    names.
+
+    The walk holds one open directory at a time (it climbs back through ``..``), so no
+    depth is too deep for it, and stops as soon as either count passes its stop (the
+    counts then read more than the stops). A directory that cannot be opened or listed
+    (the program removed its permissions, on a host that is not root, or swapped it for
+    a symlink) counts as infinitely large: what cannot be measured is not granted. A
+    name that vanishes during the walk (the program is running) is skipped.
+
+    Raises:
+        OSError: ``root`` itself cannot be opened or listed.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    cur = os.open(root, flags)
+    try:
+        levels = [iter(os.listdir(cur))]  # per level: the names still to visit
+    except OSError:
+        os.close(cur)
+        raise
+    total = entries = 0
+    linked = set()  # files with several names, counted once
+    try:
+        while levels:
+            name = next(levels[-1], None)
+            if name is None:
+                levels.pop()
+                if levels:  # back up to the parent
+                    parent = os.open("..", flags, dir_fd=cur)
+                    os.close(cur)
+                    cur = parent
+                continue
+            try:
+                st = os.stat(name, dir_fd=cur, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            entries += 1
+            key = (st.st_dev, st.st_ino)
+            if st.st_nlink == 1 or stat.S_ISDIR(st.st_mode) or key not in linked:
+                total += st.st_blocks * 512  # a file with several names: once
+                if st.st_nlink > 1:
+                    linked.add(key)
+            if total > stop_bytes or entries > stop_entries:
+                break
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            try:
+                sub = os.open(name, flags, dir_fd=cur)
+            except FileNotFoundError:
+                continue
+            try:
+                names = os.listdir(sub)
+            except OSError:
+                os.close(sub)
+                raise
+            os.close(cur)
+            cur = sub
+            levels.append(iter(names))
+    except OSError:  # EACCES, ELOOP (a directory swapped for a link), ...
+        return float("inf"), float("inf")
+    finally:
+        os.close(cur)
+    return total, entries
+
+
+class DiskGuard:
+    """Watches one workspace for one execution (see the module docstring).
+
+    ``root``: the workspace directory; ``budget_mib``: how much it may grow (MiB, the
+    execution's ``max_file_mib``). The starting size is measured here, before the
+    program runs; ``start(now)`` when its clock starts. ``due(now)`` says whether a
+    check is due (the first one ``FIRST_CHECK_S`` after the start, then at intervals
+    doubling up to ``CHECK_EVERY_S``, and never so close that walking costs more than
+    ``COST_SHARE`` of the time); ``over()`` walks the tree and
+    says whether it grew past the budget. ``now``: ``time.monotonic()`` seconds. Raises
+    OSError (from the first measurement) when ``root`` cannot be opened."""
+
+    def __init__(self, root, budget_mib):
+        self.root = root
+        budget = int(budget_mib * 1024 * 1024)
+        used, files = tree_usage(root)
+        self.stop_bytes = used + budget
+        self.stop_entries = files + max(1, budget // INODE_BYTES)
+        self.interval = FIRST_CHECK_S
+        self.next_at = time.monotonic() + FIRST_CHECK_S
+
+    def start(self, now):
+        """The program starts at ``now``: the first check is ``FIRST_CHECK_S`` later."""
+        self.interval = FIRST_CHECK_S
+        self.next_at = now + FIRST_CHECK_S
+
+    def due(self, now):
+        """Whether ``over()`` should run now."""
+        return now >= self.next_at
+
+    def over(self):
+        """Walk the workspace: True when it holds more than its budget (or cannot be
+        measured). Schedules the next check."""
+        t0 = time.monotonic()
+        try:
+            used, files = tree_usage(self.root, self.stop_bytes, self.stop_entries)
+        except OSError:  # the root itself is gone or unreadable: cannot be measured
+            return True
+        t1 = time.monotonic()
+        self.interval = min(CHECK_EVERY_S, 2 * self.interval)
+        self.next_at = t1 + max(self.interval, (t1 - t0) / COST_SHARE)
+        return used > self.stop_bytes or files > self.stop_entries

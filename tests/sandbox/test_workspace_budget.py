@@ -1,0 +1,157 @@
+"""A workspace on the host may grow by ``max_file_mib`` per execution, not by a disk.
+
+``RLIMIT_FSIZE`` caps one file; these programs write file after file, each under it.
+Before the ``DiskGuard``, the warm path wrote ~10 GB in the 20 s of its wall limit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from polyrl.sandbox import Limits, Sandbox
+from polyrl.sandbox._fs_usage import DiskGuard, tree_usage
+
+# 1 MiB files, every one under the 4 MiB file size limit; 200 MiB at most (should the
+# guard fail), then waits to be killed
+FILL = """
+import os, time
+for i in range(200):
+    with open(f"f{i}", "wb") as f:
+        f.write(b"x" * (1 << 20))
+time.sleep(30)
+"""
+# many empty files: no bytes to speak of, but inodes
+MANY = """
+import os, time
+for i in range(50000):
+    os.close(os.open(f"e{i}", os.O_CREAT | os.O_WRONLY))
+time.sleep(30)
+"""
+# within the budget, and slow enough to be measured several times
+WITHIN = """
+import time
+for i in range(3):
+    with open(f"f{i}", "wb") as f:
+        f.write(b"x" * (1 << 20))
+time.sleep(0.5)
+print("done")
+"""
+LIM = Limits(timeout_s=10, max_file_mib=4)
+
+
+def _assert_stopped(res, what: str) -> None:
+    assert res.limit_hit == "max_file_mib", (what, res.limit_hit, res.stderr[-500:])
+    assert res.signal == 9 and res.exit_code is None, (res.exit_code, res.signal)
+    assert res.wall_s < 5, res.wall_s  # stopped within a few checks, not at timeout_s
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("program", [FILL, MANY], ids=["bytes", "inodes"])
+def test_a_workspace_stops_growing_at_its_budget(sb: Sandbox, program: str):
+    """Warm (the server measures /workspace inside the sandbox) and cold (the host
+    measures it): the program is killed once the workspace grew past max_file_mib MiB
+    or one file per 4 KiB of it; a program within the budget is untouched."""
+    _assert_stopped(sb.run_python(program, limits=LIM), "run")
+    ok = sb.run_python(WITHIN, limits=LIM)
+    assert (ok.exit_code, ok.limit_hit, ok.stdout) == (0, None, "done\n"), ok.stderr
+
+
+@pytest.mark.timeout(60)
+def test_process_backend_workspace_budget():
+    box = Sandbox(backend="process", limits=LIM)
+    _assert_stopped(box.run_python(FILL), "process")
+    assert box.run_python(WITHIN).stdout == "done\n"
+
+
+@pytest.mark.timeout(60)
+def test_session_budget_counts_from_what_the_workspace_held(sb: Sandbox):
+    """Each command of a session may add max_file_mib to what the workspace already
+    holds: earlier commands' files are not charged again."""
+    with sb.session(limits=LIM) as s:
+        s.write_file("within.py", WITHIN)
+        s.write_file("fill.py", FILL)
+        for i in range(3):  # 3 x 3 MiB kept: more than one budget in all
+            res = s.run(f"{sb.python} within.py && mkdir -p k{i} && mv f? k{i}/")
+            assert (res.exit_code, res.limit_hit) == (0, None), res.stderr
+        _assert_stopped(s.run([sb.python, "fill.py"]), "session")
+
+
+def test_tree_usage_counts_blocks_and_names_without_following_links(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"x" * 100_000)
+    (tmp_path / "link").symlink_to("/usr")  # never followed
+    used, names = tree_usage(str(tmp_path))
+    du = int(subprocess.run(["du", "-s", "-B1", str(tmp_path)], capture_output=True,
+                            text=True, check=True).stdout.split()[0])
+    assert names == 3
+    assert used == du - os.stat(tmp_path).st_blocks * 512  # du counts the root itself
+    assert tree_usage(str(tmp_path), stop_entries=1) == (
+        tree_usage(str(tmp_path), stop_entries=1)[0], 2)  # stops at the first name past
+
+
+def test_tree_usage_holds_one_directory_open_at_a_time(tmp_path):
+    """A program may nest directories deeper than the host's open file limit."""
+    fd = os.open(tmp_path, os.O_RDONLY)
+    for _ in range(300):
+        os.mkdir("d", dir_fd=fd)
+        sub = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = sub
+    os.close(fd)
+    code = (f"import resource, sys; sys.path[:0] = {sys.path!r}\n"
+            "from polyrl.sandbox._fs_usage import tree_usage\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))  # 300 levels: 300 fds\n"
+            f"print(tree_usage({str(tmp_path)!r})[1])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout == "300\n", out.stderr
+
+
+def test_what_cannot_be_measured_is_not_granted():
+    """A directory the walker cannot list (as a non-root host cannot, once the program
+    removed its permissions) counts as infinitely large."""
+    tmp_path = Path(tempfile.mkdtemp())  # pytest's is beneath a 0700 directory of root's
+    (tmp_path / "hidden").mkdir()
+    (tmp_path / "hidden" / "big").write_bytes(b"x" * 4096)
+    os.chmod(tmp_path / "hidden", 0)
+    os.chmod(tmp_path, 0o755)
+    code = (f"import os, sys; sys.path[:0] = {sys.path!r}\n"
+            "from polyrl.sandbox._fs_usage import tree_usage\n"
+            "if os.geteuid() == 0: os.setuid(65534)\n"
+            f"print(tree_usage({str(tmp_path)!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    os.chmod(tmp_path / "hidden", 0o700)
+    shutil.rmtree(tmp_path)
+    assert out.stdout.strip() == "(inf, inf)", out.stderr
+
+
+def test_disk_guard_budget_is_on_top_of_the_start(tmp_path):
+    (tmp_path / "input").write_bytes(b"x" * (3 << 20))
+    guard = DiskGuard(str(tmp_path), 1)
+    assert not guard.over()
+    (tmp_path / "out").write_bytes(b"x" * (900 << 10))
+    assert not guard.over()
+    (tmp_path / "out2").write_bytes(b"x" * (200 << 10))
+    assert guard.over()
+
+
+def test_hard_links_count_once_and_stay_links_in_snapshots(sb: Sandbox):
+    """200 names of one 3 MiB file: 3 MiB of the budget, and a snapshot of 3 MiB (each
+    name was copied in full: 200 x the data on the host's disk)."""
+    with sb.session(limits=LIM) as s:
+        res = s.run("head -c 3M /dev/zero > a && for i in $(seq 200); do ln a l$i; done; "
+                    "sleep 0.3")
+        assert (res.exit_code, res.limit_hit) == (0, None), res.stderr
+        snap = s.snapshot()
+        used, names = tree_usage(snap.path)
+        assert names == 201 and used < 4 << 20, (names, used)
+        s.run("rm -f a l*")
+        s.restore(snap)
+        st = os.stat(os.path.join(s.workspace.path, "l7"))
+        assert st.st_nlink == 201 and st.st_size == 3 << 20
