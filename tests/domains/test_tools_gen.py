@@ -77,3 +77,40 @@ def test_bad_arguments_raise(domain: ToolsGenDomain) -> None:
         list(domain.tasks("dev", n=1))
     with pytest.raises(ValueError):
         list(domain.tasks("train"))
+
+
+def test_spec_defaults_copied_next_to_made_up_values_earn_little(domain: ToolsGenDomain) -> None:
+    """send_email's ``urgent`` and search_flights' ``passengers`` have spec defaults:
+    every call with made-up required values and the defaults copied is name-only."""
+    fill = {"string": "zzz", "integer": 987654, "number": 987654.5, "array": []}
+    seen = 0
+    for task in domain.tasks("train", difficulty=[3, 4, 5], n=90):
+        calls, copied = [], False
+        for e in task.metadata["expected"]:
+            params = next(s for s in task.metadata["tools"] if s["name"] == e["name"])[
+                "parameters"]
+            args = {k: fill[params["properties"][k]["type"]] for k in params["required"]}
+            for k, prop in params["properties"].items():
+                if k not in params["required"] and "" in e["arguments"].get(k, []):
+                    args[k] = prop["default"]
+                    copied = True
+            calls.append({"name": e["name"], "arguments": args})
+        if not copied:
+            continue
+        seen += 1
+        s = domain.score(task, json.dumps(calls))
+        assert s.reward == pytest.approx(0.7 * 0.1), (task.id, calls, s)
+    assert seen >= 10
+
+
+def test_parallel_calls_one_per_line_score_one(domain: ToolsGenDomain) -> None:
+    from polyrl.domains.tools.calls import ToolCall, format_call
+
+    for task in domain.tasks("test", difficulty=4, n=20):
+        calls = json.loads(task.reference)
+        assert len(calls) >= 2
+        json_lines = "\n".join(json.dumps(c) for c in calls)
+        py_lines = "\n".join(format_call(ToolCall(c["name"], c["arguments"])) for c in calls)
+        for text in (json_lines, py_lines, f"```\n{py_lines}\n```"):
+            s = domain.score(task, text)
+            assert s.reward == 1.0 and s.passed, (task.id, text, s)

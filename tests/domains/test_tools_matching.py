@@ -100,3 +100,72 @@ def test_optional_arguments_given_as_empty_string_earn_no_credit() -> None:
                 {"tools": [SPEC], "expected": [gold], "ordered": False})
     assert score_calls(task, json.dumps([wrong.to_json()])).reward < 0.1
     assert call_credit(ToolCall("area", {"base": 10, "height": 5, "unit": ""}), gold) == 1.0
+
+
+WEATHER = {"name": "weather", "parameters": {"type": "dict", "required": ["city"], "properties": {
+    "city": {"type": "string"},
+    "unit": {"type": "string", "description": "Temperature unit. Default is 'c'."},
+    "days": {"type": "integer", "default": 1},
+    "alerts": {"type": "boolean", "description": "Include alerts. Defaults to false."}}}}
+
+
+def _weather_task(arguments: dict) -> Task:
+    return Task("t", "tools/x", "test", 1, [], "", {"tools": [WEATHER], "ordered": False,
+                "expected": [{"name": "weather", "arguments": arguments}]})
+
+
+def test_spec_defaults_copied_into_optional_arguments_earn_nothing() -> None:
+    """Made-up required value + the spec's defaults: the call with the options omitted."""
+    gold = {"city": ["Oslo"], "unit": ["c", ""], "days": ["", 1], "alerts": [False, ""]}
+    task = _weather_task(gold)
+    copied = {"city": "zzz", "unit": "c", "days": 1, "alerts": False}
+    for args in (copied, {"city": "zzz", "unit": "C", "days": 1.0},
+                 {"city": "zzz", "alerts": False}):
+        s = score_calls(task, json.dumps({"name": "weather", "arguments": args}))
+        assert s.reward == pytest.approx(0.7 * 0.1), args  # name only, as with them omitted
+        assert s.reward == score_calls(task, 'weather(city="zzz")').reward
+    assert call_credit(ToolCall("weather", copied), task.metadata["expected"][0],
+                       WEATHER) == 0.1
+    # the defaults are still accepted: no penalty next to a right required value
+    assert score_calls(task, json.dumps({"name": "weather", "arguments": dict(
+        copied, city="Oslo")})).reward == 1.0
+    one_right = score_calls(task, 'weather(city="Oslo", days=1, alerts=True)')
+    assert one_right.reward == score_calls(task, 'weather(city="Oslo", alerts=True)').reward
+    # a value other than the default, which the reference accepts, is a correct argument
+    other = _weather_task(dict(gold, unit=["f", "c", ""]))
+    assert score_calls(other, 'weather(city="zzz", unit="f")').reward > 0.3
+
+
+def test_default_the_reference_asks_for_explicitly_earns_credit() -> None:
+    """Not omittable in the reference (the request names the value): a correct argument."""
+    task = _weather_task({"city": ["Oslo"], "unit": ["c"], "days": [1, ""]})
+    s = score_calls(task, 'weather(city="zzz", unit="c", days=1)')
+    assert s.reward == pytest.approx(0.1 + 0.2 + 0.7 * (0.3 + 0.7 * 2 / 3))  # unit, days right
+    assert score_calls(task, 'weather(city="Oslo", unit="c", days=1)').reward == 1.0
+    # omitting what the reference asks for stays wrong
+    assert score_calls(task, 'weather(city="Oslo")').reward < 1.0
+
+
+def test_spec_defaults_read_from_schema_and_description() -> None:
+    from polyrl.domains.tools.defaults import spec_defaults
+
+    assert spec_defaults(WEATHER) == {"unit": ("c",), "days": (1,), "alerts": (False,)}
+    spec = {"name": "f", "parameters": {"type": "dict", "properties": {
+        "g": {"type": "float", "description": "Gravity. Default value is 9.81 m/s^2, earth's."},
+        "v0": {"type": "integer", "description": "Initial velocity. Default is zero."},
+        "gas": {"type": "string", "description": "Type of gas, with 'air' as default."},
+        "u": {"type": "string", "description": "If not provided, the default is km/h."},
+        "stops": {"type": "array", "description": "Stops. Default is an empty list."},
+        "flag": {"type": "boolean", "default": "'false'"},
+        "kind": {"type": "string", "default": "'urban'"},
+        "n": {"type": "integer", "description": "Count. Default is 1 atm if not provided."},
+        "cap": {"type": "float", "description": "If not provided, will default to that "
+                "of water, which is 4.2 kJ/kg/K."},
+        "what": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]},
+                 "description": "Details. Default is all."},
+        "x": {"type": "integer", "description": "No default stated here."}}}}
+    assert spec_defaults(spec) == {
+        "g": (9.81,), "v0": (0,), "gas": ("air",), "u": ("km/h",), "stops": ([],),
+        "flag": (False,), "kind": ("urban",), "n": (1,), "cap": (4.2,),
+        "what": (["a", "b"],)}
+    assert spec_defaults(None) == {} and spec_defaults({"name": "f"}) == {}

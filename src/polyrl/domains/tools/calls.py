@@ -8,11 +8,16 @@ Accepted forms (first that yields at least one call wins):
    "function": {"name": ..., "arguments": "<json>"}}]}``, or such a list of
    ``tool_calls`` items. Found as the whole text, inside ```` ```json ```` fences,
    or inside ``<tool_call>...</tool_call>`` tags (all tags, then all fences, in order:
-   one call per tag is a list of calls).
-2. Python call syntax, as BFCL writes its answers: ``add(a=3, b=4)`` or
-   ``[f(x=1), g(y="s")]``; dotted names (``math.factorial(number=5)``) allowed;
-   argument values must be Python literals (``ast.literal_eval``).
-3. The first JSON value in free text that has ``arguments``/``parameters``/``tool_calls``.
+   one call per tag is a list of calls). Each of these may also hold several JSON
+   values one after the other (one call per line, JSON-lines style), all call-shaped.
+2. Python call syntax, as BFCL writes its answers: ``add(a=3, b=4)``,
+   ``[f(x=1), g(y="s")]``, or one call per line (``f(x=1)\ng(y="s")``), as the whole
+   text or a whole fence: every statement must be such a call. Dotted names
+   (``math.factorial(number=5)``) allowed; argument values must be Python literals
+   (``ast.literal_eval``).
+3. The first JSON value in free text that has ``arguments``/``parameters``/``tool_calls``,
+   with the call-shaped JSON values that directly follow it (only whitespace between),
+   so ``Calls:\n{...}\n{...}`` reads both; prose between two values ends the run.
 
 A tool spec is never a call: an object whose ``parameters`` is a JSON schema
 (``{"type": "object" | "dict", "properties": {...}}``) and that has no ``arguments``
@@ -88,6 +93,37 @@ def _call_from_obj(obj: Any) -> list[ToolCall] | None:
     return [ToolCall(name, args)]
 
 
+def _json_values(text: str) -> list[Any] | None:
+    """The JSON values ``text`` consists of (one, or several separated by whitespace:
+    JSON lines), or None when anything else is in it."""
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        pass
+    values, pos = [], 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            return values or None
+        try:
+            value, pos = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return None
+        values.append(value)
+
+
+def _calls_from_values(values: list[Any]) -> list[ToolCall] | None:
+    """Calls of every value, or None unless each value is call-shaped."""
+    calls: list[ToolCall] = []
+    for value in values:
+        sub = _call_from_obj(value)
+        if not sub:
+            return None
+        calls.extend(sub)
+    return calls
+
+
 def _json_candidates(text: str) -> list[list[str]]:
     """Groups of JSON texts: the whole text, the ``<tool_call>`` tags, the fences."""
     groups = [[text.strip()], [m.group(1).strip() for m in _TAG_RE.finditer(text)],
@@ -101,29 +137,48 @@ def _parse_json_calls(text: str) -> list[ToolCall] | None:
     for group in _json_candidates(text):
         calls: list[ToolCall] = []
         for cand in group:
-            try:
-                obj = json.loads(cand)
-            except json.JSONDecodeError:
+            values = _json_values(cand)
+            if values is None:
                 continue
-            calls.extend(_call_from_obj(obj) or [])
+            if len(values) == 1:
+                calls.extend(_call_from_obj(values[0]) or [])
+            else:  # JSON lines: every value a call, or the candidate holds none
+                calls.extend(_calls_from_values(values) or [])
         if calls:
             return calls
     return None
 
 
+def _names_arguments(obj: Any) -> bool:
+    blob = json.dumps(obj)
+    return any(k in blob for k in ('"arguments"', '"parameters"', '"tool_calls"'))
+
+
 def _parse_embedded_json(text: str) -> list[ToolCall] | None:
-    """The first call-shaped JSON value in free text that names its arguments."""
+    """The first call-shaped JSON value in free text that names its arguments, and the
+    call-shaped values right after it (whitespace only between: one call per line)."""
     for m in re.finditer(r"[\[{]", text):
         try:
-            obj, _ = _DECODER.raw_decode(text, m.start())
+            obj, end = _DECODER.raw_decode(text, m.start())
         except json.JSONDecodeError:
             continue
-        blob = json.dumps(obj)
-        if not any(k in blob for k in ('"arguments"', '"parameters"', '"tool_calls"')):
+        if not _names_arguments(obj):
             continue
         calls = _call_from_obj(obj)
-        if calls:
-            return calls
+        if not calls:
+            continue
+        while True:
+            nxt = end
+            while nxt < len(text) and text[nxt].isspace():
+                nxt += 1
+            try:
+                obj, end = _DECODER.raw_decode(text, nxt)
+            except json.JSONDecodeError:
+                return calls
+            more = _call_from_obj(obj)
+            if not more:
+                return calls
+            calls.extend(more)
     return None
 
 
@@ -161,15 +216,29 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _python_nodes(src: str) -> list[ast.AST] | None:
+    """The call expressions of ``src``: one expression (a call, or a list/tuple of
+    calls) or several statements, one expression each (calls one per line)."""
+    try:
+        body = ast.parse(src, mode="eval").body
+        return list(body.elts) if isinstance(body, ast.List | ast.Tuple) else [body]
+    except (SyntaxError, ValueError):
+        pass
+    try:
+        module = ast.parse(src, mode="exec")
+    except (SyntaxError, ValueError):
+        return None
+    if len(module.body) < 2 or not all(isinstance(s, ast.Expr) for s in module.body):
+        return None
+    return [s.value for s in module.body if isinstance(s, ast.Expr)]
+
+
 def _parse_python_calls(text: str) -> list[ToolCall] | None:
     sources = [b.code for b in extract_code_blocks(text)] + [text.strip()]
     for src in sources:
-        try:
-            tree = ast.parse(src.strip(), mode="eval")
-        except (SyntaxError, ValueError):
+        nodes = _python_nodes(src.strip())
+        if not nodes:
             continue
-        body = tree.body
-        nodes = body.elts if isinstance(body, ast.List | ast.Tuple) else [body]
         calls = [_python_call(n) for n in nodes]
         if calls and all(c is not None for c in calls):
             return [c for c in calls if c is not None]

@@ -20,6 +20,14 @@ Rubric terms (each in [0, 1]):
 The rubric (``rubric.py``) pays ``parsed`` and ``schema_valid`` only when some call
 has a correct argument (``call_credit > NAME_ONLY_CREDIT``), so a right name with
 made-up arguments, or a well-formed call to nothing, earns little.
+
+What is a correct argument follows BFCL's AST checker: a given value must be one the
+reference accepts, an omitted one must be omittable (``""`` accepted). An omittable
+argument given as ``""``, or as the default its tool spec states (``defaults.py``), is
+the same call as omitting it: accepted (no penalty), but no correct argument of its
+own, so copying the spec's defaults next to made-up required values earns only
+``NAME_ONLY_CREDIT``. Where the reference requires the default value (not omittable),
+giving it is a correct argument like any other.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from typing import Any
 import jsonschema
 
 from polyrl.domains.tools.calls import ToolCall
+from polyrl.domains.tools.defaults import spec_defaults
 
 NAME_ONLY_CREDIT = 0.1
 """Credit of a call with the right name and no correct argument (a low floor)."""
@@ -128,14 +137,40 @@ def _accepted(args: dict[str, Any], key: str, accepted: Any) -> bool:
     return any(value_matches(args[key], a) for a in accepted if not (a == "" and args[key] != ""))
 
 
-def call_credit(pred: ToolCall, expected: dict[str, Any]) -> float:
+def spec_of(name: str, specs: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The spec named ``name`` in ``specs``, or None."""
+    return next((s for s in specs or [] if isinstance(s, dict) and s.get("name") == name), None)
+
+
+def _grounds(args: dict[str, Any], key: str, accepted: Any,
+             defaults: dict[str, tuple[Any, ...]]) -> bool:
+    """True when ``args[key]`` is a correct argument that the request alone determines.
+
+    Not an omittable argument given as ``""`` or as the spec's default: that is the
+    call with the argument omitted, free to write without reading the request.
+    """
+    value = args[key]
+    if value == "" or not _accepted(args, key, accepted):
+        return False
+    omittable = "" in (accepted if isinstance(accepted, list) else [accepted])
+    return not (omittable and any(value_matches(value, d) for d in defaults.get(key, ())))
+
+
+def call_credit(
+    pred: ToolCall, expected: dict[str, Any], spec: dict[str, Any] | None = None
+) -> float:
     """Credit in [0, 1] of one predicted call against one expected call.
 
     ``0.3 * name_equal + 0.7 * (matching arguments / arguments in either)``;
     ``NAME_ONLY_CREDIT`` when the name is right but no argument it gives matches
-    (omitting optional arguments, or giving them as ``""``, alone is no correct
-    argument); 0.0 when the names
-    differ.
+    (omitting optional arguments, or giving them as ``""`` or as the default ``spec``
+    states, alone is no correct argument); 0.0 when the names differ.
+
+    Args:
+        pred: the predicted call.
+        expected: ``{"name", "arguments": {arg: [accepted values]}}``.
+        spec: the tool spec of ``expected["name"]``, for its stated defaults; None
+            reads no defaults.
     """
     if pred.name != expected["name"]:
         return 0.0
@@ -146,18 +181,25 @@ def call_credit(pred: ToolCall, expected: dict[str, Any]) -> float:
     good = sum(1 for k in keys if k in gold and _accepted(pred.arguments, k, gold[k]))
     if good == len(keys):
         return 1.0
-    if not any(k in gold and pred.arguments[k] != "" and _accepted(pred.arguments, k, gold[k])
+    defaults = spec_defaults(spec)
+    if not any(k in gold and _grounds(pred.arguments, k, gold[k], defaults)
                for k in pred.arguments):
         # rightly omitted optional arguments alone earn nothing, nor do ones given as ""
-        # (the omission marker: free to write, no sign of the request being understood)
+        # or as the spec's default (the same call: no sign of the request being understood)
         return NAME_ONLY_CREDIT
     return 0.3 + 0.7 * good / len(keys)
 
 
 def match_calls(
-    preds: list[ToolCall], expected: list[dict[str, Any]], *, ordered: bool
+    preds: list[ToolCall],
+    expected: list[dict[str, Any]],
+    *,
+    ordered: bool,
+    specs: list[dict[str, Any]] | None = None,
 ) -> tuple[float, int]:
     """Best total credit of ``preds`` against ``expected``.
+
+    ``specs`` (the task's tool specs) supply the defaults ``call_credit`` reads.
 
     Returns:
         ``(call_match, exact_pairs)``: call_match in [0, 1] (see module docstring);
@@ -168,7 +210,7 @@ def match_calls(
         return 1.0, 0
     if not preds or not expected:
         return 0.0, 0
-    credit = [[call_credit(p, e) for e in expected] for p in preds]
+    credit = [[call_credit(p, e, spec_of(e["name"], specs)) for e in expected] for p in preds]
     if ordered:
         pairs = [(i, i) for i in range(min(len(preds), len(expected)))]
     elif min(len(preds), len(expected)) <= 6 and max(len(preds), len(expected)) <= 8:

@@ -17,6 +17,7 @@ from polyrl.domains.tools.matching import (
     NAME_ONLY_CREDIT,
     call_credit,
     match_calls,
+    spec_of,
     validate_call,
 )
 from polyrl.types import Score, Task
@@ -31,7 +32,8 @@ class Graded:
     call_match: float
     exact: bool
     grounded: bool = False
-    """Some call has a correct argument (or is exact): ``parsed``/``schema_valid`` pay."""
+    """Some call has a correct argument (or is exact): ``parsed``/``schema_valid`` pay.
+    An omittable argument given as ``""`` or as its spec's default is none (``matching``)."""
 
 
 def grade(task: Task, text: str) -> Graded:
@@ -40,14 +42,17 @@ def grade(task: Task, text: str) -> Graded:
     calls = parse_calls(text) or []
     n_valid = sum(1 for c in calls if validate_call(c, meta["tools"]) is None)
     expected = meta["expected"]
-    match, exact_pairs = match_calls(calls, expected, ordered=bool(meta.get("ordered", False)))
+    match, exact_pairs = match_calls(
+        calls, expected, ordered=bool(meta.get("ordered", False)), specs=meta["tools"]
+    )
     exact = (
         bool(calls)
         and len(calls) == len(expected)
         and exact_pairs == len(expected)
         and n_valid == len(calls)
     )
-    grounded = any(call_credit(c, e) > NAME_ONLY_CREDIT for c in calls for e in expected)
+    grounded = any(call_credit(c, e, spec_of(e["name"], meta["tools"])) > NAME_ONLY_CREDIT
+                   for c in calls for e in expected)
     return Graded(calls, n_valid, match, exact, grounded)
 
 
