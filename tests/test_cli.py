@@ -1,3 +1,5 @@
+import os
+import re
 import subprocess
 import sys
 
@@ -6,8 +8,14 @@ import yaml
 from polyrl.config import config_from_dict
 
 
-def polyrl(*args):
-    return subprocess.run([sys.executable, "-m", "polyrl", *args], capture_output=True, text=True)
+def polyrl(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "polyrl", *args], capture_output=True, text=True,
+                          env=env)
+
+
+COMMANDS = (["run"], ["resume"], ["eval"], ["headroom"], ["domains"], ["domains", "list"],
+            ["domains", "check"], ["sandbox"], ["sandbox", "exec"], ["sandbox", "doctor"],
+            ["report"])
 
 
 def test_help_lists_seven_commands():
@@ -18,9 +26,29 @@ def test_help_lists_seven_commands():
 
 
 def test_every_command_has_help():
-    for cmd in (["run"], ["resume"], ["eval"], ["headroom"], ["domains", "list"], ["domains", "check"], ["sandbox", "exec"], ["sandbox", "doctor"], ["report"]):
+    for cmd in COMMANDS:
         r = polyrl(*cmd, "--help")
         assert r.returncode == 0, (cmd, r.stderr)
+
+
+def test_help_lists_commands_in_workflow_order():
+    out = polyrl("--help").stdout
+    listed = re.findall(r"^\W ([a-z]+) ", out, re.MULTILINE)  # "│ run       Post-train ..."
+    assert listed == ["run", "resume", "eval", "headroom", "report", "domains", "sandbox"], out
+
+
+def test_help_shows_no_value_type_for_flags_and_fits_80_columns():
+    env = {**os.environ, "COLUMNS": "80"}
+    for cmd in ([], *COMMANDS):
+        r = polyrl(*cmd, "--help", env=env)
+        assert r.returncode == 0, (cmd, r.stderr)
+        assert "<bool>" not in r.stdout, (cmd, r.stdout)  # --json takes no value
+        assert max(len(line) for line in r.stdout.splitlines()) <= 80, (cmd, r.stdout)
+        assert re.search(r"--help +Show this message", r.stdout), (cmd, r.stdout)
+    out = polyrl("domains", "check", "--help", env=env).stdout
+    assert re.search(r"--json +One JSON object", out), out
+    assert re.search(r"--seed +<int>", out), out  # options that take a value keep their type
+    assert re.search(r"--set +<key=value>", polyrl("run", "--help", env=env).stdout)  # not list[str]
 
 
 def test_print_config_prints_resolved_config_to_stdout():

@@ -86,3 +86,24 @@ def test_list_without_data_says_unavailable_and_prints_reasons_verbatim(tmp_path
     table = polyrl("domains", "list", env=env)
     assert table.returncode == 0, table.stderr
     assert "unavailable" in table.stdout and "data[v2]" in table.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_list_table_fits_the_terminal_with_ids_and_words_whole(columns, tmp_path):
+    # an empty data dir: the data-set domains are unavailable, with their reasons
+    env = {**os.environ, "POLYRL_DATA_DIR": str(tmp_path), "COLUMNS": str(columns)}
+    rows = last_json(polyrl("domains", "list", "--json", env=env).stdout)["domains"]
+    r = polyrl("domains", "list", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns, r.stdout
+    words = set(r.stdout.split())
+    for row in rows:
+        # the id starts its row unbroken; the description is wrapped between words
+        assert any(line.startswith(f"{row['id']} ") for line in lines), (row["id"], r.stdout)
+        assert set(row["description"].split()) <= words, (row["id"], r.stdout)
+        if row["splits"] is None:  # why not: below the table, under its id
+            assert any(line.startswith(f"unavailable {row['id']}: ") for line in lines), r.stdout
+            assert "".join(row["error"].split()) in "".join(r.stdout.split()), r.stdout  # whole
+    assert any(row["splits"] is None for row in rows)
+    assert len(lines) <= 3 * len(rows) + 5 * sum(row["splits"] is None for row in rows) + 5

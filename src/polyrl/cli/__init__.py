@@ -5,12 +5,41 @@ Each command lives in its own module and registers itself on ``app``.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
+import typer.core
 
 from polyrl.cli.common import err_console, state
 from polyrl.errors import ConfigError
+
+
+def _flags_show_no_type() -> None:
+    """Show no value type for on/off flags in ``--help``.
+
+    typer's Rich help (seen with typer 0.29.2, which vendors its own click) prints a
+    type for every option, so a plain flag reads ``--json <bool>`` as if it took a
+    value, and ``--help`` too. A flag takes no value: give it no type, as typer's plain
+    help does (``TyperOption.get_help_record`` skips flags and counts). A no-op on
+    typers without ``TyperOption.display_type_rich``.
+    """
+    option_cls = getattr(typer.core, "TyperOption", None)
+    original = getattr(option_cls, "display_type_rich", None)
+    if original is None or getattr(original, "_polyrl_flags_show_no_type", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_flag", False) or getattr(self, "count", False):
+            return None
+        return original(self, ctx)
+
+    display_type_rich._polyrl_flags_show_no_type = True  # type: ignore[attr-defined]
+    option_cls.display_type_rich = display_type_rich  # type: ignore[union-attr]
+
+
+_flags_show_no_type()
 
 app = typer.Typer(
     name="polyrl",
@@ -30,8 +59,10 @@ def _root(
 
 
 def _register() -> None:
-    from polyrl.cli import domains, report, run, sandbox  # noqa: F401
-    from polyrl.cli import eval as eval_cmd  # noqa: F401
+    # each module registers its commands on import; this order is the order in
+    # ``polyrl --help`` (commands first, then the groups domains and sandbox)
+    for module in ("run", "eval", "report", "domains", "sandbox"):
+        importlib.import_module(f"polyrl.cli.{module}")
 
 
 def main() -> None:

@@ -102,7 +102,9 @@ def headroom(
     n: int = typer.Option(64, "--n", help="Held-out tasks per domain."),
     config: Path | None = typer.Option(
         None, "--config", help="Hyperparameters of the probe (default: the quickstart)."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config key (repeatable)."),
+    set_: list[str] = typer.Option(
+        [], "--set", metavar="<key=value>", help="Override a config key (repeatable)."
+    ),
     json_: bool = typer.Option(False, "--json", help="Print one JSON object on the last line."),
 ) -> None:
     """Baseline vs a short RL probe per domain: which domains repay post-training."""

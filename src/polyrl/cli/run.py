@@ -75,7 +75,8 @@ def run(
         None, help="YAML config; omitted = the embedded quickstart."
     ),
     set_: list[str] = typer.Option(
-        [], "--set", help="Override a key: --set train.lr=1e-4 (repeatable)."
+        [], "--set", metavar="<key=value>",
+        help="Override a key: --set train.lr=1e-4 (repeatable)."
     ),
     print_config: bool = typer.Option(
         False, "--print-config", help="Print the fully resolved config and exit."
