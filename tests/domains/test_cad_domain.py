@@ -77,6 +77,7 @@ def test_same_part_built_differently_passes(domain: CadGenDomain) -> None:
     score = domain.score(task, alt)
     assert score.passed and score.reward > 0.99, score
     assert score.components["iou"] == pytest.approx(1.0, abs=0.01)
+    assert score.components["extra"] == 1.0 and score.components["overhang"] == 0.0
 
 
 def _bounding_box_program(task) -> str:
@@ -153,3 +154,33 @@ def test_far_speck_does_not_coarsen_the_grid_until_holes_vanish(domain: CadGenDo
             assert score.components["features"] == 0.0
         oracle = domain.score(task, domain.oracle(task))
         assert oracle.passed and oracle.reward == 1.0
+
+
+def test_extra_material_anywhere_costs_reward_and_fails(domain: CadGenDomain) -> None:
+    # the oracle's part plus a 0.01 mm cube scored 1.0 and passed wherever the cube was:
+    # Chamfer samples never land on it, the target-frame raster clips it, the union
+    # frame's rays miss it; outside the part's box, at its corner or in a hole
+    from polyrl.domains.cad import dsl
+
+    tasks = {t.id: t for lv in (2, 3) for t in domain.tasks("test", difficulty=lv, n=12)}
+    speck = "result = result + box(0.01, 0.01, 0.01).translate({}, {}, {})\n"
+    for tid in ("cad-gen-s0-d2-4", "cad-gen-s0-d3-10"):
+        task = tasks[tid]
+        program = task.metadata["program"]
+        oracle = domain.score(task, domain.oracle(task))
+        assert oracle.passed and oracle.reward == 1.0, (tid, oracle)
+        far = domain.score(task, program + speck.format(1000, 1000, 1000))
+        assert far.passed is False and far.reward == pytest.approx(0.9), (tid, far)
+        c = oracle.components
+        assert (c["extra"], c["extra_shells"], c["overhang"]) == (1.0, 0.0, 0.0)
+        c = far.components
+        assert (c["extra"], c["extra_shells"]) == (0.0, 1.0) and c["overhang"] > 5
+        assert c["iou"] == c["silhouette"] == c["chamfer"] == c["features"] == 1.0
+
+        hi = dsl.mesh_arrays(dsl.build(program))[0].max(0)
+        hole = program.splitlines()[1].rsplit(".translate(", 1)[1].rstrip(")").split(", ")
+        for near in (speck.format(*(hi + 0.5)), speck.format(*hole)):  # corner; in a hole
+            score = domain.score(task, program + near)
+            assert score.passed is False and score.reward == pytest.approx(0.95), (tid, score)
+            c = score.components
+            assert (c["extra"], c["extra_shells"]) == (0.5, 1.0) and c["overhang"] < 0.01

@@ -133,3 +133,52 @@ def test_features_term_scores_each_hole() -> None:
     solid = TargetCache(Mesh(*_mesh(plate)))
     assert compare(solid, Mesh(*_mesh(dsl.box(90, 50, 9)))).features == 1.0
     assert compare(solid, Mesh(*_mesh(plate - extra))).features == 0.0
+
+
+def test_shells_count_closed_surfaces() -> None:
+    from polyrl.domains.cad.metrics import shells
+
+    plate = dsl.box(60, 40, 6) - dsl.cylinder(5, 10)
+    assert shells(*_shells_args(plate)) == 1  # a through-hole keeps one surface
+    assert shells(*_shells_args(plate + dsl.box(1, 1, 1).translate(100, 0, 0))) == 2
+    assert shells(*_shells_args(plate + dsl.box(0.01, 0.01, 0.01))) == 2  # inside the hole
+    assert shells(*_shells_args(dsl.box(10, 10, 10) - dsl.box(2, 2, 2))) == 2  # a cavity
+    v, t = _mesh(plate)
+    assert shells(t, len(v) + 5) == 1  # vertices no triangle uses are not shells
+    assert shells(t[:0], len(v)) == 0
+
+
+def _shells_args(solid: dsl.Solid) -> tuple[np.ndarray, int]:  # (tris, n_verts)
+    v, t = _mesh(solid)
+    return t, len(v)
+
+
+def test_extra_material_scores_and_legitimate_variants_keep_it() -> None:
+    from polyrl.domains.cad.domain import CadGenDomain
+
+    # generated parts, 3 per level: the oracle's own mesh keeps ``extra`` 1.0; a 0.01 mm
+    # speck just past its corner (0.2% of the diagonal) costs half (two shells for one),
+    # one 1000 mm away all of it (its box reaches diagonals out); the raster and Chamfer
+    # terms stay 1.0 for both, which is why they scored 1.0 and passed before
+    for task in CadGenDomain().tasks("train", n=15, seed=2):
+        program = task.metadata["program"]
+        v, t = dsl.mesh_arrays(dsl.build(program))
+        cache = TargetCache(Mesh(v, t))
+        s = compare(cache, Mesh(v.copy(), t.copy()))
+        assert (s.extra, s.extra_shells, s.overhang) == (1.0, 0, 0.0), task.id
+        corner = v.max(0) + 0.002 * cache.diag
+        for at, extra in ((corner, 0.5), ((1000, 1000, 1000), 0.0)):
+            speck = dsl.build(program) + dsl.box(0.01, 0.01, 0.01).translate(*at)
+            s = compare(cache, Mesh(*_mesh(speck)))
+            assert (s.extra, s.extra_shells) == (extra, 1), (task.id, at, s)
+            assert s.iou == s.silhouette == s.chamfer == 1.0, (task.id, at, s)
+    # the same disk with its facets turned half a facet: inside the target's box
+    disk = TargetCache(Mesh(*_mesh(dsl.cylinder(20, 5))))
+    s = compare(disk, Mesh(*_mesh(dsl.cylinder(20, 5).rotate(0, 0, 3.75))))
+    assert (s.extra, s.overhang) == (1.0, 0.0) and s.iou > 0.99
+    # and 0.1% larger: 0.0005 of the diagonal out, within the dead zone
+    s = compare(disk, Mesh(*_mesh(dsl.cylinder(20, 5).scale(1.001))))
+    assert s.extra == 1.0 and 0 < s.overhang < 0.001
+    # a part 10% too long: the box reaches out 5% of the diagonal, partial credit
+    s = compare(disk, Mesh(*_mesh(dsl.cylinder(20, 5).scale(1.1, 1, 1))))
+    assert 0.5 < s.extra < 1.0 and s.extra_shells == 0

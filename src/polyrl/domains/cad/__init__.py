@@ -1,4 +1,5 @@
-"""``cad``: solid modelling from a description, scored by IoU, Chamfer, views, holes, validity.
+"""``cad``: solid modelling from a description, scored by IoU, Chamfer, views, holes, validity,
+no extra material.
 
 Needs the optional extra ``polyrl[cad]`` (trimesh, manifold3d); importing this
 package without them raises ``ImportError`` naming the extra.

@@ -3,14 +3,18 @@
 The completion's program (last ```python block, else the whole text) is checked
 against the documented language subset (``subset``), run in the sandbox
 (``runner``), and its mesh compared with the target built from the generating
-program (``scoring``): reward = 0.3 iou + 0.15 chamfer + 0.15 silhouette + 0.1 valid
-+ 0.3 features.
+program (``scoring``): reward = 0.3 iou + 0.1 chamfer + 0.1 silhouette + 0.1 valid
++ 0.3 features + 0.1 extra.
 ``Score.passed``: iou >= 0.95, silhouette >= 0.95, valid, normalised Chamfer
-(noise-corrected, see ``scoring``) <= 0.02, and every feature matched:
+(noise-corrected, see ``scoring``) <= 0.02, every feature matched:
 ``features_min >= FEATURE_PASS`` (each of the target's holes, pockets and slots has
-IoU >= 0.5 with the candidate's, and the candidate has no void the target lacks).
+IoU >= 0.5 with the candidate's, and the candidate has no void the target lacks),
+and no extra material: ``extra_shells == 0`` (no closed surface the target lacks)
+and ``overhang <= OVERHANG_PASS`` (the candidate's bounding box reaches out of the
+target's by at most 2% of its diagonal).
 The global measures alone passed a plain box for a plate with holes (IoU 0.997);
-``features`` is what tells them apart (0 for the box).
+``features`` is what tells them apart (0 for the box). They also passed the oracle's
+part plus a far or hidden 0.01 mm speck (reward 1.0); ``extra`` fails it.
 """
 
 from __future__ import annotations
@@ -51,13 +55,17 @@ def _get(attr: str) -> Any:
 
 
 FEATURE_PASS = 0.5
+OVERHANG_PASS = 0.02
 
 RUBRIC = Rubric([
     RewardFn("iou", _get("iou"), 0.3),
-    RewardFn("chamfer", _get("chamfer"), 0.15),
-    RewardFn("silhouette", _get("silhouette"), 0.15),
+    RewardFn("chamfer", _get("chamfer"), 0.1),
+    RewardFn("silhouette", _get("silhouette"), 0.1),
     RewardFn("valid", _get("valid"), 0.1),
     RewardFn("features", _get("features"), 0.3),
+    RewardFn("extra", _get("extra"), 0.1),
+    RewardFn("extra_shells", _get("extra_shells"), 0.0),
+    RewardFn("overhang", lambda t, a: a.shape.overhang if a.shape else -1.0, 0.0),
     RewardFn("features_min", _get("features_min"), 0.0),
     RewardFn("target_features", _get("target_features"), 0.0),
     RewardFn("chamfer_norm", lambda t, a: a.shape.chamfer_norm if a.shape else -1.0, 0.0),
@@ -171,5 +179,6 @@ class CadGenDomain(Domain):
         score = RUBRIC.score(task, att)
         s = att.shape
         score.passed = bool(s and s.iou >= 0.95 and s.silhouette >= 0.95 and s.valid
-                            and s.chamfer_norm <= 0.02 and s.features_min >= FEATURE_PASS)
+                            and s.chamfer_norm <= 0.02 and s.features_min >= FEATURE_PASS
+                            and s.extra_shells == 0 and s.overhang <= OVERHANG_PASS)
         return score

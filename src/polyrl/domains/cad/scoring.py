@@ -1,4 +1,4 @@
-"""Compare a candidate mesh with the target: the four reward components of ``cad/gen-v1``.
+"""Compare a candidate mesh with the target: the reward components of ``cad/gen-v1``.
 
 Components (each in [0, 1]):
     iou: volumetric IoU of the two ray-parity occupancy grids (64 samples per axis
@@ -26,9 +26,22 @@ Components (each in [0, 1]):
         or resized keeps its IoU with the right one.
     valid: watertight (each directed edge matched by its reverse), positive volume, at
         most ``TRIANGLE_BUDGET`` triangles.
+    extra: no material the target lacks, where the measures above are blind to it: the
+        product of two factors. Shells: 1 when the candidate has at most as many closed
+        surfaces (``metrics.shells``) as the target, else ``target / candidate`` shells
+        (a disconnected speck anywhere, even inside a hole, is one more shell; so is
+        a sealed internal cavity). Extent: ``clip(1 - (o - 0.01) / 0.10, 0, 1)``
+        (``EXTENT_DEAD_ZONE``, ``EXTENT_ZERO_AT``) with ``o`` (``overhang``) the
+        farthest the candidate's bounding box reaches out of the target's along any
+        axis, divided by the target's diagonal. Without them the oracle's mesh plus a
+        0.01 mm cube 1000 mm away scored 1.0 and passed: Chamfer samples by area and
+        never land on the speck, the target-frame raster clips it, and on the union
+        frame it falls between rays. The same solid triangulated differently keeps its
+        shells and its box (a cylinder's facets turned: ``o`` = 0), so scores 1.
 Monitored (weight 0): ``chamfer_norm`` (``d``), ``triangles``, ``features_min`` (the
 lowest of the per-component scores behind ``features``, gated by ``Score.passed``),
-``target_features`` (the target's void components).
+``target_features`` (the target's void components), ``extra_shells`` (candidate shells
+beyond the target's) and ``overhang`` (``o``); ``Score.passed`` gates the last two.
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ from polyrl.domains.cad.metrics import (
     is_watertight,
     rasterize,
     sample_surface,
+    shells,
     silhouette_similarity,
     volume,
 )
@@ -59,6 +73,8 @@ CHAMFER_DEAD_ZONE = 0.01
 CHAMFER_ZERO_AT = 0.11
 RES = 64
 SPURIOUS_MIN_CELLS = 16
+EXTENT_DEAD_ZONE = 0.01
+EXTENT_ZERO_AT = 0.11
 _CONNECT_26 = np.ones((3, 3, 3), dtype=bool)
 
 
@@ -83,6 +99,9 @@ class ShapeScores:
     features: float = 0.0
     features_min: float = 0.0
     target_features: int = 0
+    extra: float = 0.0
+    extra_shells: int = 0
+    overhang: float = float("inf")
 
 
 @dataclass(frozen=True)
@@ -119,6 +138,7 @@ class TargetCache:
         self.samples = sample_surface(target.verts, target.tris, N_SAMPLES)
         resampled = sample_surface(target.verts, target.tris, N_SAMPLES, seed=1)
         self.noise = chamfer(self.samples, resampled) / self.diag  # sampling noise floor
+        self.shells = shells(target.tris, len(target.verts))
         self.default_frame = Frame.around(self.box, res=RES)
         self._raster = lru_cache(maxsize=8)(self._rasterize)
         self._voids = lru_cache(maxsize=8)(self._find_voids)
@@ -178,6 +198,13 @@ def compare(cache: TargetCache, cand: Mesh) -> ShapeScores:
     raw = chamfer(cache.samples, sample_surface(cand.verts, cand.tris, N_SAMPLES)) / cache.diag
     d = max(0.0, raw - cache.noise)
     ch = float(np.clip(1 - (d - CHAMFER_DEAD_ZONE) / (CHAMFER_ZERO_AT - CHAMFER_DEAD_ZONE), 0, 1))
+    # Extra material the other measures cannot see (module docstring, ``extra``).
+    n_shells = shells(cand.tris, len(cand.verts))
+    reach = float(np.max(np.maximum(cache.box[0] - cbox[0], cbox[1] - cache.box[1])))
+    overhang = max(0.0, reach) / cache.diag
+    extent = float(np.clip(1 - (overhang - EXTENT_DEAD_ZONE)
+                           / (EXTENT_ZERO_AT - EXTENT_DEAD_ZONE), 0, 1))
+    extra = extent * (1.0 if n_shells <= cache.shells else cache.shells / n_shells)
     # Raster measures on the target's own frame (full resolution on the target: a far
     # speck cannot coarsen the grid until holes vanish) and, when the candidate reaches
     # outside it, also on the union frame (material outside counts); the lower wins.
@@ -206,6 +233,9 @@ def compare(cache: TargetCache, cand: Mesh) -> ShapeScores:
         features=best[2],
         features_min=best[3],
         target_features=target_n,
+        extra=extra,
+        extra_shells=max(0, n_shells - cache.shells),
+        overhang=overhang,
     )
 
 
