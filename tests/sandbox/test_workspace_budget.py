@@ -34,6 +34,17 @@ for i in range(50000):
     os.close(os.open(f"e{i}", os.O_CREAT | os.O_WRONLY))
 time.sleep(30)
 """
+# files unlinked but kept open: no name in the tree, blocks on the disk
+UNLINKED = """
+import os, time
+fds = []
+for i in range(200):
+    fd = os.open(f"u{i}", os.O_CREAT | os.O_WRONLY)
+    os.unlink(f"u{i}")
+    os.write(fd, b"x" * (1 << 20))
+    fds.append(fd)
+time.sleep(30)
+"""
 # within the budget, and slow enough to be measured several times
 WITHIN = """
 import time
@@ -53,7 +64,7 @@ def _assert_stopped(res, what: str) -> None:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("program", [FILL, MANY], ids=["bytes", "inodes"])
+@pytest.mark.parametrize("program", [FILL, MANY, UNLINKED], ids=["bytes", "inodes", "unlinked"])
 def test_a_workspace_stops_growing_at_its_budget(sb: Sandbox, program: str):
     """Warm (the server measures /workspace inside the sandbox) and cold (the host
     measures it): the program is killed once the workspace grew past max_file_mib MiB
@@ -67,6 +78,7 @@ def test_a_workspace_stops_growing_at_its_budget(sb: Sandbox, program: str):
 def test_process_backend_workspace_budget():
     box = Sandbox(backend="process", limits=LIM)
     _assert_stopped(box.run_python(FILL), "process")
+    _assert_stopped(box.run_python(UNLINKED), "process unlinked")
     assert box.run_python(WITHIN).stdout == "done\n"
 
 

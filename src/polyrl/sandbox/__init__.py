@@ -46,9 +46,10 @@ Limitations (real hazards, read before trusting a verdict):
   may grow during one execution. In the fork-server ``/workspace`` is a tmpfs of
   ``max_file_mib`` plus the input files. Elsewhere it is a host directory, measured
   while the program runs (``polyrl.sandbox._fs_usage``: by the warm sandbox's server
-  inside the sandbox, by the host for cold, ``process`` and session executions): past
-  ``max_file_mib`` MiB of blocks, or one file per 4 KiB of it, beyond what it held at the
-  start, the program is killed (``limit_hit="max_file_mib"``). The first measure is
+  inside the sandbox, by the host for cold, ``process`` and session executions;
+  files its processes unlinked but hold open count too): past ``max_file_mib`` MiB of
+  blocks, or one file per 4 KiB of it, beyond what it held at the start, the program
+  is killed (``limit_hit="max_file_mib"``). The first measure is
   0.02 s after the start, the next ones at intervals doubling up to 0.1 s (and spaced
   so that walking costs at most 5% of the time): a program writes what the disk takes
   in between (measured: 6-55 MiB written under a 4 MiB budget before the kill; before

@@ -234,8 +234,9 @@ def main():
                     send(ctl_out, {"id": job.id, "error": f"cannot measure /workspace: {e}"})
                     return
             if fork_child(job, lambda *fds: exec_child_main(req, iso, *fds)):  # noqa: F821
-                if job.guard is not None:
-                    job.guard.start(job.t0)
+                if job.guard is not None:  # every process here but this one is its
+                    job.guard.start(job.t0, lambda: [int(p) for p in os.listdir("/proc")
+                                                     if p.isdigit() and p != "1"])
             return
         if req.get("program") and req["program"] not in PROGRAMS:
             send(ctl_out, {"id": job.id, "error": f"unknown program {req['program']!r}"})

@@ -8,6 +8,10 @@ writes file after file could fill the host's disk within its wall-clock limit. T
 ``DiskGuard`` measures the tree now and then while the program runs and says when it
 has grown past its budget; the caller kills the execution (``limit_hit="max_file_mib"``).
 
+Files the program unlinked but holds open take the disk too: they count, found through
+``/proc/<pid>/fd`` of the execution's processes (a file unlinked and mapped, its
+descriptor closed, is not seen: its pages count toward the process's ``RLIMIT_AS``).
+
 The budget is the one of a fork-server child's ``/workspace`` tmpfs: ``max_file_mib``
 MiB of blocks and one file (inode) per 4 KiB of it, on top of what the workspace held
 when the execution started.
@@ -91,6 +95,53 @@ def tree_usage(root, stop_bytes=float("inf"), stop_entries=float("inf")):
     return total, entries
 
 
+def open_unlinked_bytes(pids, dev):
+    """Allocated bytes of the regular files on device ``dev`` (the workspace's
+    filesystem) that the processes ``pids`` hold open with no name left: a file written,
+    unlinked and kept open takes the disk and is invisible to ``tree_usage``
+    (``RLIMIT_FSIZE`` caps each such file, ``RLIMIT_NOFILE`` their number). Each file
+    counts once; processes and descriptors that vanish meanwhile are skipped. Needs
+    ptrace-read access to the processes (the host, or the warm sandbox's server)."""
+    seen = set()
+    total = 0
+    for pid in pids:
+        base = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(base)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"{base}/{fd}")
+            except OSError:
+                continue
+            if (st.st_nlink == 0 and st.st_dev == dev and stat.S_ISREG(st.st_mode)
+                    and st.st_ino not in seen):
+                seen.add(st.st_ino)
+                total += st.st_blocks * 512
+    return total
+
+
+def descendants(pid):
+    """``pid`` and every process below it (``/proc/<pid>/task/<tid>/children``, read
+    again for each generation); [pid] where the kernel lacks those files."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children", "rb") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except (OSError, ValueError):
+                continue
+    return out
+
+
 class DiskGuard:
     """Watches one workspace for one execution (see the module docstring).
 
@@ -109,13 +160,18 @@ class DiskGuard:
         used, files = tree_usage(root)
         self.stop_bytes = used + budget
         self.stop_entries = files + max(1, budget // INODE_BYTES)
+        self.dev = os.stat(root).st_dev
         self.interval = FIRST_CHECK_S
         self.next_at = time.monotonic() + FIRST_CHECK_S
+        self.pids = None
 
-    def start(self, now):
-        """The program starts at ``now``: the first check is ``FIRST_CHECK_S`` later."""
+    def start(self, now, pids=None):
+        """The program starts at ``now``: the first check is ``FIRST_CHECK_S`` later.
+        ``pids``: a callable returning the execution's processes now, whose open
+        unlinked files count too (``open_unlinked_bytes``), or None."""
         self.interval = FIRST_CHECK_S
         self.next_at = now + FIRST_CHECK_S
+        self.pids = pids
 
     def due(self, now):
         """Whether ``over()`` should run now."""
@@ -129,6 +185,8 @@ class DiskGuard:
             used, files = tree_usage(self.root, self.stop_bytes, self.stop_entries)
         except OSError:  # the root itself is gone or unreadable: cannot be measured
             return True
+        if self.pids is not None and used <= self.stop_bytes:
+            used += open_unlinked_bytes(self.pids(), self.dev)
         t1 = time.monotonic()
         self.interval = min(CHECK_EVERY_S, 2 * self.interval)
         self.next_at = t1 + max(self.interval, (t1 - t0) / COST_SHARE)

@@ -9,6 +9,7 @@ whole reaped tree).
 
 from __future__ import annotations
 
+import functools
 import os
 import selectors
 import signal
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from polyrl.errors import SandboxError
-from polyrl.sandbox._fs_usage import DiskGuard
+from polyrl.sandbox._fs_usage import DiskGuard, descendants
 from polyrl.sandbox.limits import Limits
 from polyrl.sandbox.pool import FairGate
 
@@ -151,7 +152,7 @@ def _pump(proc: subprocess.Popen, limits: Limits,
     sel.register(pidfd, selectors.EVENT_READ)
     deadline = t0 + limits.timeout_s
     if disk_guard is not None:
-        disk_guard.start(t0)
+        disk_guard.start(t0, functools.partial(descendants, proc.pid))
     killed_for: str | None = None
     kill_at: float | None = None  # when SIGKILL follows the SIGTERM
     exited = False
