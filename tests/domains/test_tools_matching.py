@@ -136,6 +136,19 @@ def test_spec_defaults_copied_into_optional_arguments_earn_nothing() -> None:
     assert score_calls(other, 'weather(city="zzz", unit="f")').reward > 0.3
 
 
+def test_a_boolean_either_value_of_which_is_accepted_grounds_nothing() -> None:
+    """Made-up required values + a flag the reference accepts either way: a coin flip
+    is no correct argument (5 BFCL tasks accept ['', True, False])."""
+    task = _weather_task({"city": ["Oslo"], "alerts": ["", True, False]})
+    for flag in ("True", "False"):
+        s = score_calls(task, f'weather(city="zzz", alerts={flag})')
+        assert s.reward == score_calls(task, 'weather(city="zzz")').reward, flag
+    assert score_calls(task, 'weather(city="Oslo", alerts=True)').reward == 1.0
+    # a flag the request decides (one value accepted) still grounds the call
+    asked = _weather_task({"city": ["Oslo"], "alerts": [True]})
+    assert score_calls(asked, 'weather(city="zzz", alerts=True)').reward > 0.3
+
+
 def test_default_the_reference_asks_for_explicitly_earns_credit() -> None:
     """Not omittable in the reference (the request names the value): a correct argument."""
     task = _weather_task({"city": ["Oslo"], "unit": ["c"], "days": [1, ""]})

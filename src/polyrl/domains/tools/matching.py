@@ -147,12 +147,16 @@ def _grounds(args: dict[str, Any], key: str, accepted: Any,
     """True when ``args[key]`` is a correct argument that the request alone determines.
 
     Not an omittable argument given as ``""`` or as the spec's default: that is the
-    call with the argument omitted, free to write without reading the request.
+    call with the argument omitted, free to write without reading the request. Nor a
+    boolean where the reference accepts both (a coin flip would find it).
     """
     value = args[key]
     if value == "" or not _accepted(args, key, accepted):
         return False
-    omittable = "" in (accepted if isinstance(accepted, list) else [accepted])
+    options = accepted if isinstance(accepted, list) else [accepted]
+    if isinstance(value, bool) and {True, False} <= {a for a in options if isinstance(a, bool)}:
+        return False  # either boolean is accepted: a guess grounds nothing
+    omittable = "" in options
     return not (omittable and any(value_matches(value, d) for d in defaults.get(key, ())))
 
 
