@@ -107,3 +107,14 @@ def test_a_daemon_holding_the_output_does_not_hold_the_call(box: Sandbox):
         except OSError:
             pass
     assert res.stdout == "hi\n" and took < 6, (took, res)
+
+
+def test_a_program_that_cannot_be_executed_exits_127_or_126(box: Sandbox):
+    """As a shell reports it, on every path (cold bwrap said exit 1, the process backend
+    raised SandboxError: a missing program is the program's failure, not the sandbox's)."""
+    missing = box.run(["no-such-program-here", "x"])
+    assert (missing.exit_code, missing.error) == (127, None), missing
+    assert "no-such-program-here" in missing.stderr
+    for path in ("/etc/passwd", "/usr"):  # not executable, a directory
+        res = box.run([path])
+        assert (res.exit_code, res.error) == (126, None), (path, res)

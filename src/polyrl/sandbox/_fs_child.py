@@ -157,8 +157,8 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
 def exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w):
     """Body of one forked child of a warm sandbox: isolate, limit, exec ``req["argv"]``.
 
-    Never returns: exit 125 when the isolation fails, 127 when the program cannot be
-    executed (the error on stderr, as a shell does)."""
+    Never returns: exit 125 when the isolation fails, 127 when the program is not
+    found, 126 when it cannot be executed (the error on stderr, as a shell does)."""
     os.setsid()
     os.dup2(stdin_fd, 0)
     os.dup2(out_w, 1)
@@ -180,4 +180,5 @@ def exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w):
         os.execvpe(argv[0], argv, req["env"])
     except OSError as e:
         os.write(2, f"polyrl sandbox: {argv[0]}: {e.strerror or e}\n".encode())
+        os._exit(127 if isinstance(e, FileNotFoundError) else 126)  # as a shell does
     os._exit(127)

@@ -88,8 +88,11 @@ def run_process(
         disk_guard: watches the workspace (a host directory) while the program runs;
             past its budget the program is killed, ``killed_for="max_file_mib"``.
 
+    Without ``spawn``, a program that cannot be executed (not found: 127; not
+    executable: 126, as a shell reports it) is a result, not an error.
+
     Raises:
-        SandboxError: the process could not be started.
+        SandboxError: the process could not be started (anything else).
     """
     stdin_f = None
     proc_started = False
@@ -108,6 +111,13 @@ def run_process(
         else:
             proc = subprocess.Popen(argv, env=env, preexec_fn=preexec_fn, **io)
         proc_started = True
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
+        if spawn is not None or e.filename != argv[0]:
+            raise SandboxError(f"could not start {argv[0]}: {e}") from e
+        # the program itself cannot be executed: its failure, as a shell reports it
+        return RawRun(127 if isinstance(e, FileNotFoundError) else 126, None, b"",
+                      f"polyrl sandbox: {argv[0]}: {e.strerror}\n".encode(), False, False,
+                      0.0, 0.0, 0.0, None)
     except OSError as e:
         raise SandboxError(f"could not start {argv[0]}: {e}") from e
     except subprocess.SubprocessError as e:
