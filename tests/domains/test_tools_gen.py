@@ -114,3 +114,14 @@ def test_parallel_calls_one_per_line_score_one(domain: ToolsGenDomain) -> None:
         for text in (json_lines, py_lines, f"```\n{py_lines}\n```"):
             s = domain.score(task, text)
             assert s.reward == 1.0 and s.passed, (task.id, text, s)
+
+
+def test_spraying_candidate_calls_earns_no_format_floor(domain: ToolsGenDomain) -> None:
+    """One call per candidate value (numbers 0..9 for ``a``, ``b`` made up): one of them
+    has a correct argument, but a spray of 10 calls must not earn parsed+schema_valid."""
+    for task in domain.tasks("train", difficulty=1, n=20):
+        name = task.metadata["expected"][0]["name"]
+        spray = "\n".join(json.dumps({"name": name, "arguments": {"a": a, "b": 99}})
+                          for a in range(10))
+        s = domain.score(task, spray)
+        assert s.reward < 0.1, (task.id, s)

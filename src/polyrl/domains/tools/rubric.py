@@ -56,17 +56,27 @@ def grade(task: Task, text: str) -> Graded:
     return Graded(calls, n_valid, match, exact, grounded)
 
 
+def _share(task: Task, g: Graded) -> float:
+    """``min(1, expected calls / calls given)`` when some call is grounded, else 0: the
+    format terms shrink with every surplus call, so spraying candidate calls until one
+    has a correct argument does not buy the full ``parsed`` + ``schema_valid`` 0.3."""
+    if not g.calls or not g.grounded:
+        return 0.0
+    return min(1.0, len(task.metadata["expected"]) / len(g.calls))
+
+
 RUBRIC = Rubric(
     [
-        RewardFn("parsed", lambda t, g: 1.0 if g.calls and g.grounded else 0.0, 0.1),
+        RewardFn("parsed", lambda t, g: _share(t, g), 0.1),
         RewardFn("schema_valid",
-                 lambda t, g: g.n_valid / len(g.calls) if g.calls and g.grounded else 0.0, 0.2),
+                 lambda t, g: g.n_valid / len(g.calls) * _share(t, g) if g.calls else 0.0, 0.2),
         RewardFn("call_match", lambda t, g: g.call_match if g.calls else 0.0, 0.7),
         RewardFn("n_calls", lambda t, g: float(len(g.calls)), 0.0),
     ]
 )
 """Weights: parsed 0.1, schema_valid 0.2, call_match 0.7; ``n_calls`` monitored only.
-``parsed`` and ``schema_valid`` are 0 unless some call has a correct argument."""
+``parsed`` and ``schema_valid`` are 0 unless some call has a correct argument, and are
+scaled by ``min(1, expected calls / calls given)`` (no floor for spraying calls)."""
 
 
 def score_calls(task: Task, text: str) -> Score:
