@@ -184,3 +184,26 @@ def test_extra_material_anywhere_costs_reward_and_fails(domain: CadGenDomain) ->
             assert score.passed is False and score.reward == pytest.approx(0.95), (tid, score)
             c = score.components
             assert (c["extra"], c["extra_shells"]) == (0.5, 1.0) and c["overhang"] < 0.01
+
+
+def test_program_cannot_reach_builtins_or_print_its_own_mesh(domain: CadGenDomain) -> None:
+    """``sin = chr; cos = exec`` passed the subset check and ran any code in the prelude's
+    scope, which printed a 3000-triangle mesh (325 bytes) that took the host 15 s and
+    1.9 GiB to score; now refused, and the runner builds in the language's scope."""
+    import numpy as np
+
+    from polyrl.domains.cad import dsl
+    from polyrl.domains.cad.runner import run_program
+
+    task = next(domain.tasks("train", difficulty=2, n=1))
+    code = "print(encode_mesh(*mesh_arrays(box(1, 1, 1))))\n"
+    prog = "sin = chr\ncos = exec\ncos(" + " + ".join(f"sin({ord(c)})" for c in code) + \
+        ")\nemit = id\nresult = box(1, 1, 1)\n"
+    s = domain.score(task, prog)
+    assert s.reward == 0.0 and s.components["in_subset"] == 0.0
+    out = run_program("f = print\nf(1)\nresult = box(1, 1, 1)\n")  # the sandbox alone
+    assert out.mesh is None and "print" in out.failure
+    with pytest.raises(ValueError):
+        decode_mesh(dsl.encode_mesh(np.zeros((3, 3), np.float32),
+                                    np.zeros((dsl.MAX_EMIT_TRIANGLES + 1, 3), np.int32))[
+            len(dsl.MESH_TAG):])

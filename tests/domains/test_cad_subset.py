@@ -36,3 +36,13 @@ def test_refuses_outside_the_subset(prog: str, reason: str) -> None:
 def test_bad_sizes_raise() -> None:
     with pytest.raises(ValueError, match="positive"):
         dsl.box(1, -1, 1)
+
+
+@pytest.mark.parametrize("prog", [
+    "sin = chr\ncos = exec\ncos(sin(112))\nresult = box(1, 1, 1)",  # rebinding a language name
+    "f = print\nresult = box(1, 1, 1)",                             # a builtin read by name
+    "x = emit\nresult = box(1, 1, 1)",                               # the prelude's emit
+    "result = box(1, 1, 1).translate(np, 0, 0)",                     # the prelude's numpy
+])
+def test_refuses_names_outside_the_language(prog: str) -> None:
+    assert check_program(prog, ALLOWED) is not None

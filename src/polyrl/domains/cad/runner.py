@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from polyrl.domains.cad.dsl import MESH_TAG
+from polyrl.domains.cad.dsl import MAX_EMIT_TRIANGLES, MESH_TAG
 from polyrl.domains.cad.scoring import Mesh
 from polyrl.errors import SandboxError
 from polyrl.types import ExecResult
@@ -47,12 +47,16 @@ def decode_mesh(line: str) -> Mesh:
     """
     raw = zlib.decompress(base64.b64decode(line.strip(), validate=True))
     n_v, n_t = struct.unpack_from("<II", raw)
+    if n_t > MAX_EMIT_TRIANGLES:  # emit never sends more; the rasteriser is O(T * pixels)
+        raise ValueError(f"{n_t} triangles, more than {MAX_EMIT_TRIANGLES}")
     off = 8
     verts = np.frombuffer(raw, np.float32, n_v * 3, off).reshape(n_v, 3)
     off += n_v * 12
     tris = np.frombuffer(raw, np.int32, n_t * 3, off).reshape(n_t, 3)
     if n_t and (tris.min() < 0 or tris.max() >= n_v):
         raise ValueError("triangle index out of range")
+    if not np.isfinite(verts).all():
+        raise ValueError("non-finite vertex")
     return Mesh(verts, tris)
 
 
@@ -96,7 +100,9 @@ def run_program(program: str, server: Any = None) -> RunOutcome:
         SandboxError: the sandbox itself failed (``ExecResult.error`` set).
     """
     server = server or default_server()
-    code = f"{_PRELUDE}\n\n{program}\n\nemit(result)\n"
+    # The program runs in its own scope (the language's names, no builtins), never in the
+    # prelude's module scope, whose chr/exec/print/emit it could otherwise reach.
+    code = f"{_PRELUDE}\n\nemit(build({program!r}))\n"
     res: ExecResult = server.run_python(code)
     if res.error:
         raise SandboxError(f"cad program run failed in the sandbox: {res.error}: "

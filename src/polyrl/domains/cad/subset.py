@@ -4,7 +4,10 @@ Allowed: assignments (plain and augmented) to plain names, ``for`` loops over
 ``range(...)``, expressions made of numbers, names, arithmetic (``+ - * / // % **``),
 ``&``, unary ``-``/``+``, tuples/lists, calls of the language's functions
 (``dsl.NAMES``) and of the methods ``translate``/``rotate``/``scale``, and ``pass``.
-Names starting with ``_`` are refused. The sandbox is the real isolation; this
+Names starting with ``_`` are refused, and so is reading a name that is neither the
+language's nor assigned by the program (``chr``, ``exec``, ``print``, ``emit``, ``np``
+of the prelude's scope) and rebinding a language name (``box = chr`` then ``box(..)``
+called any builtin, so ``chr``/``exec`` ran arbitrary code and printed any mesh). The sandbox is the real isolation; this
 check keeps programs to the language the prompt documents.
 """
 
@@ -31,7 +34,16 @@ def check_program(source: str, allowed_names: frozenset[str]) -> str | None:
     except SyntaxError as e:
         return f"syntax error line {e.lineno}: {e.msg}"
     assigned = False
+    own = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign | ast.AugAssign | ast.For)
+           for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+           if isinstance(t, ast.Name)}
     for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
+                and node.id in allowed_names:
+            return f"line {node.lineno}: {node.id!r} is a language name and cannot be reassigned"
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
+                and node.id not in allowed_names and node.id not in own:
+            return f"line {node.lineno}: unknown name {node.id!r}"
         reason = _check_node(node, allowed_names)
         if reason:
             return f"line {getattr(node, 'lineno', '?')}: {reason}"
