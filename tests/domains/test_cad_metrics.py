@@ -182,3 +182,21 @@ def test_extra_material_scores_and_legitimate_variants_keep_it() -> None:
     # a part 10% too long: the box reaches out 5% of the diagonal, partial credit
     s = compare(disk, Mesh(*_mesh(dsl.cylinder(20, 5).scale(1.1, 1, 1))))
     assert 0.5 < s.extra < 1.0 and s.extra_shells == 0
+
+
+def test_mesh_over_the_triangle_budget_is_not_measured() -> None:
+    """A 3-line comb program (a block cut by 1500 thin slots, 24,000 triangles) took the
+    host 13 s and 3 GiB to rasterise; over ``TRIANGLE_BUDGET`` it now scores 0 unmeasured."""
+    import time
+
+    from polyrl.domains.cad import dsl
+    from polyrl.domains.cad.scoring import TRIANGLE_BUDGET, Mesh, TargetCache, compare
+
+    target = Mesh(*dsl.mesh_arrays(dsl.box(60, 40, 8)))
+    n = TRIANGLE_BUDGET // 4 + 1  # two big triangles per face, top and bottom: 4 per copy
+    v = np.array([[-50, -50, 0], [50, -50, 0], [0, 50, 0]], dtype=np.float32)
+    tris = np.tile(np.array([[0, 1, 2], [0, 2, 1]], dtype=np.int32), (2 * n, 1))
+    start = time.perf_counter()
+    s = compare(TargetCache(target), Mesh(v, tris))
+    assert time.perf_counter() - start < 2.0
+    assert s.iou == s.silhouette == s.valid == s.extra == s.features == 0.0

@@ -25,7 +25,8 @@ Components (each in [0, 1]):
         with its holes filled, (k-1)/k with one of k holes missing, and a hole moved
         or resized keeps its IoU with the right one.
     valid: watertight (each directed edge matched by its reverse), positive volume, at
-        most ``TRIANGLE_BUDGET`` triangles.
+        most ``TRIANGLE_BUDGET`` triangles; a mesh over the budget scores 0 on every term
+        (it is not measured: the rasteriser's cost grows with triangles x pixels).
     extra: no material the target lacks, where the measures above are blind to it: the
         product of two factors. Shells: 1 when the candidate has at most as many closed
         surfaces (``metrics.shells``) as the target, else ``target / candidate`` shells
@@ -190,7 +191,9 @@ def feature_scores(target: Voids, cand: Voids) -> tuple[float, float]:
 def compare(cache: TargetCache, cand: Mesh) -> ShapeScores:
     """All components for ``cand`` against the cached target (pure numpy, host side)."""
     n_tris = int(len(cand.tris))
-    if n_tris == 0 or len(cand.verts) == 0:
+    if n_tris == 0 or len(cand.verts) == 0 or n_tris > TRIANGLE_BUDGET:
+        # Over budget scores nothing, unmeasured: rasterising costs O(triangles x pixels)
+        # of host memory (a 3-line program's 24,000-triangle comb: 13 s and 3 GiB).
         return ShapeScores(0.0, 0.0, float("inf"), 0.0, 0.0, n_tris)
     valid = is_watertight(cand.tris) and volume(cand.verts, cand.tris) > 0 \
         and n_tris <= TRIANGLE_BUDGET
