@@ -333,6 +333,8 @@ refused = {{
     "mount": denied(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
     "bpf": denied(libc.syscall({bpf}, 0, 0, 0)), "vsock": denied(libc.socket(40, 1, 0)),
     "shmget": denied(libc.syscall({shmget}, 0, 1 << 20, 0o1600)),  # IPC_PRIVATE, CREAT
+    "msgget": denied(libc.syscall({msgget}, 0, 0o1600)),
+    "semget": denied(libc.syscall({semget}, 0, 1, 0o1600)),
     "memfd_create": denied(libc.syscall({memfd_create}, b"m", 0)),
     # KEEP_SIZE: blocks past the file's size (EOPNOTSUPP)
     "fallocate_keep_size": denied(libc.fallocate(fd, 1, 0, 1 << 30), 95),

@@ -41,8 +41,8 @@ open("/tmp/left.txt", "w").write("x")
 os.makedirs("/tmp/ro/sub"); os.chmod("/tmp/ro", 0o500)
 open("/dev/shm/left", "w").write("x")
 open("/workspace/left.txt", "w").write("x")
-assert libc.msgget(0x5eed, 0o1000 | 0o600) >= 0  # IPC_CREAT: a SysV message queue
-assert libc.shmget(0x5eed, 4096, 0o1000 | 0o600) == -1  # shared memory: refused
+assert libc.shmget(0x5eed, 4096, 0o1000 | 0o600) == -1  # SysV IPC: refused (seccomp)
+assert libc.msgget(0x5eed, 0o1000 | 0o600) == -1
 subprocess.Popen(["sleep", "30"], start_new_session=True)
 os.chmod("/workspace", 0); os.chmod("/tmp", 0)
 {_SERVER_START}
@@ -62,7 +62,7 @@ print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()) == [1, os.getpi
     lines = second.stdout.splitlines()
     assert lines[3] == first.stdout.strip()  # the same warm sandbox ran both
     assert lines[0] == f"{tmp_skeleton()} [] ['given.txt']"
-    assert lines[1] == "-1 True True"  # no SysV queue; both writable again
+    assert lines[1] == "-1 True True"  # no SysV IPC object; both writable again
     assert lines[2] == "True"  # the background sleep is gone
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from polyrl.errors import SandboxError
 from polyrl.sandbox import Limits, Sandbox
 from polyrl.sandbox._fs_usage import DiskGuard, tree_usage
 
@@ -167,3 +168,74 @@ def test_hard_links_count_once_and_stay_links_in_snapshots(sb: Sandbox):
         s.restore(snap)
         st = os.stat(os.path.join(s.workspace.path, "l7"))
         assert st.st_nlink == 201 and st.st_size == 3 << 20
+
+
+def test_the_walk_never_climbs_out_of_a_tree_that_moved(tmp_path, monkeypatch):
+    """A directory moved while the walk is inside it: ``..`` is its new parent (from
+    a/b/c/d/e moved to the root, four levels above the workspace: the host's ``/``, as
+    root, was walked). The walk notices and returns None; three such walks in a row
+    count as over budget."""
+    import polyrl.sandbox._fs_usage as usage
+
+    ws = tmp_path / "ws"
+    deep = ws / "a" / "b" / "c" / "d" / "e"
+    deep.mkdir(parents=True)
+    (deep / "f").write_bytes(b"x")
+    real = os.listdir
+
+    def listdir(fd):  # the program moves e to the top while the walk lists it
+        names = real(fd)
+        if isinstance(fd, int) and os.readlink(f"/proc/self/fd/{fd}").endswith("/d/e"):
+            os.rename(deep, tmp_path / "e")
+        return names
+
+    monkeypatch.setattr(usage.os, "listdir", listdir)
+    assert usage.tree_usage(str(ws)) is None
+    monkeypatch.setattr(usage.os, "listdir", real)
+    (tmp_path / "e").rename(deep)
+    guard = DiskGuard(str(ws), 1)
+    monkeypatch.setattr(usage, "tree_usage", lambda *a: None)
+    assert [guard.over() for _ in range(3)] == [False, False, True]
+
+
+def test_a_workspace_that_cannot_be_measured_is_refused():
+    """On a host that is not root, a directory the program made unlistable in an earlier
+    session step hid everything beneath it, and the budget became inf + budget: never
+    passed (240 MiB written under 16). The first measure fails instead."""
+    tmp_path = Path(tempfile.mkdtemp())
+    (tmp_path / "locked").mkdir()
+    os.chmod(tmp_path / "locked", 0)
+    os.chmod(tmp_path, 0o755)
+    code = (f"import os, sys; sys.path[:0] = {sys.path!r}\n"
+            "from polyrl.sandbox._fs_usage import DiskGuard\n"
+            "if os.geteuid() == 0: os.setuid(65534)\n"
+            f"DiskGuard({str(tmp_path)!r}, 4)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    os.chmod(tmp_path / "locked", 0o700)
+    shutil.rmtree(tmp_path)
+    assert "cannot be listed" in out.stderr, out.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_host_keeps_its_disk_reserve_whatever_the_budget(monkeypatch):
+    """Data hidden from the walk (renames timed by inotify, files in flight on a unix
+    socket) still takes the host's disk: when the workspace's filesystem falls below
+    its reserve, the execution is stopped however large its own budget."""
+    import polyrl.sandbox._fs_usage as usage
+    from polyrl.sandbox.workspace import _base_dir
+
+    vfs = os.statvfs(_base_dir())
+    free = vfs.f_bavail * vfs.f_frsize
+    size = vfs.f_blocks * vfs.f_frsize
+    if free < 1 << 30:  # pragma: no cover - a nearly full host
+        pytest.skip("less than 1 GiB free here")
+    # the reserve: 100 MiB less than what is free now (the host-side guard reads these)
+    monkeypatch.setattr(usage, "RESERVE_FRACTION", (free - (100 << 20)) / size)
+    monkeypatch.setattr(usage, "RESERVE_MAX_BYTES", free)
+    box = Sandbox(backend="process", limits=Limits(timeout_s=20, max_file_mib=4096))
+    res = box.run_python(FILL.replace("range(200)", "range(400)"))
+    assert res.limit_hit == "max_file_mib" and res.wall_s < 10, res
+    monkeypatch.setattr(usage, "RESERVE_FRACTION", min(1.0, (free + (1 << 30)) / size))
+    monkeypatch.setattr(usage, "RESERVE_MAX_BYTES", free + (1 << 30))
+    with pytest.raises(SandboxError, match="reserve"):
+        box.run_python("pass")  # below it already: nothing starts

@@ -54,7 +54,17 @@ Limitations (real hazards, read before trusting a verdict):
   so that walking costs at most 5% of the time): a program writes what the disk takes
   in between (measured: 6-55 MiB written under a 4 MiB budget before the kill; before
   this measure, ~10 GB in a 20 s wall limit). A directory the host cannot list (the program
-  removed its permissions, on a host that is not root) counts as over budget.
+  removed its permissions, on a host that is not root) makes the execution fail
+  (``SandboxError``) before it starts, or kills it once it runs. This measure stops a
+  runaway program, not one that means to hide data from it: renames timed to the walk
+  (inotify), or files passed over a unix socket and closed (in flight: up to
+  ``RLIMIT_NOFILE`` x ``max_file_mib``, 64 GiB with the defaults), are not seen
+  (measured: 1 GB and 300 MiB written under budgets of 64 and 4 MiB, freed when the
+  execution ends, kept by a session step). What bounds those is the host's reserve:
+  when the workspace's filesystem has less than 2% of its blocks or inodes free (at
+  most 1 GiB / 10,000 inodes), running executions there are stopped, whichever wrote
+  it, and new ones fail with ``SandboxError`` until space is freed. Only the
+  fork-server's ``/workspace`` is a kernel-bounded tmpfs.
 - Files take kernel memory that no limit counts (an inode, ~0.8 KiB, even when empty).
   The fork-server's private tmpfs, and a warm sandbox's ``/tmp`` and ``/dev/shm``
   (remounted by its server in a mount namespace of its own, emptied between executions),

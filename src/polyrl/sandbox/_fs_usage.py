@@ -25,20 +25,41 @@ INODE_BYTES = 4096  # one file per 4 KiB of budget, as the fork-server's tmpfs m
 FIRST_CHECK_S = 0.02  # executions shorter than this are never walked
 CHECK_EVERY_S = 0.1  # the interval doubles from FIRST_CHECK_S up to this
 COST_SHARE = 0.05  # walking takes at most this share of the wall time between walks
+MAX_INTERVAL_S = 1.0  # ... but checks are never further apart than this
+INCONCLUSIVE_WALKS = 3  # walks in a row the tree moved under: counted as over budget
+RESERVE_FRACTION = 0.02  # of the workspace filesystem's blocks and inodes, kept free ...
+RESERVE_MAX_BYTES = 1 << 30  # ... but never more than 1 GiB / 10,000 inodes of it
+RESERVE_MAX_INODES = 10_000
+
+
+def reserve_left(root):
+    """Whether the filesystem of ``root`` still has its reserve free: at least
+    ``RESERVE_FRACTION`` of its blocks (at most ``RESERVE_MAX_BYTES``) and of its
+    inodes (at most ``RESERVE_MAX_INODES``; filesystems that report no inode count,
+    such as btrfs, are not checked for inodes). Raises OSError."""
+    vfs = os.statvfs(root)
+    need = min(RESERVE_MAX_BYTES, vfs.f_blocks * vfs.f_frsize * RESERVE_FRACTION)
+    if vfs.f_bavail * vfs.f_frsize < need:
+        return False
+    need_inodes = min(RESERVE_MAX_INODES, vfs.f_files * RESERVE_FRACTION)
+    return not vfs.f_files or vfs.f_favail >= need_inodes
 
 
 def tree_usage(root, stop_bytes=float("inf"), stop_entries=float("inf")):
     """``(bytes, entries)`` beneath the directory ``root`` (a path), symlinks never
     followed: bytes = allocated blocks (``st_blocks * 512``) of every entry, files and
     directories alike (a file with several hard links once); entries = the number of
-    names.
+    names. None when the tree moved under the walk (see below).
 
     The walk holds one open directory at a time (it climbs back through ``..``), so no
     depth is too deep for it, and stops as soon as either count passes its stop (the
-    counts then read more than the stops). A directory that cannot be opened or listed
-    (the program removed its permissions, on a host that is not root, or swapped it for
-    a symlink) counts as infinitely large: what cannot be measured is not granted. A
-    name that vanishes during the walk (the program is running) is skipped.
+    counts then read more than the stops). Climbing checks that ``..`` is the directory
+    it came from (device and inode): a directory the program moved while the walk was
+    inside it leads elsewhere (measured: up into the host's ``/``), so the walk stops
+    there and returns None. A directory that cannot be opened or listed (the program
+    removed its permissions, on a host that is not root, or swapped it for a symlink)
+    counts as infinitely large: what cannot be measured is not granted. A name that
+    vanishes during the walk (the program is running) is skipped.
 
     Raises:
         OSError: ``root`` itself cannot be opened or listed.
@@ -46,7 +67,9 @@ def tree_usage(root, stop_bytes=float("inf"), stop_entries=float("inf")):
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     cur = os.open(root, flags)
     try:
-        levels = [iter(os.listdir(cur))]  # per level: the names still to visit
+        top = os.fstat(cur)
+        # per level: the names still to visit, and (device, inode) of its directory
+        levels = [(iter(os.listdir(cur)), (top.st_dev, top.st_ino))]
     except OSError:
         os.close(cur)
         raise
@@ -54,13 +77,16 @@ def tree_usage(root, stop_bytes=float("inf"), stop_entries=float("inf")):
     linked = set()  # files with several names, counted once
     try:
         while levels:
-            name = next(levels[-1], None)
+            name = next(levels[-1][0], None)
             if name is None:
                 levels.pop()
-                if levels:  # back up to the parent
+                if levels:  # back up to the parent, if it still is the parent
                     parent = os.open("..", flags, dir_fd=cur)
                     os.close(cur)
                     cur = parent
+                    st = os.fstat(cur)
+                    if (st.st_dev, st.st_ino) != levels[-1][1]:
+                        return None
                 continue
             try:
                 st = os.stat(name, dir_fd=cur, follow_symlinks=False)
@@ -82,12 +108,13 @@ def tree_usage(root, stop_bytes=float("inf"), stop_entries=float("inf")):
                 continue
             try:
                 names = os.listdir(sub)
+                opened = os.fstat(sub)
             except OSError:
                 os.close(sub)
                 raise
             os.close(cur)
             cur = sub
-            levels.append(iter(names))
+            levels.append((iter(names), (opened.st_dev, opened.st_ino)))
     except OSError:  # EACCES, ELOOP (a directory swapped for a link), ...
         return float("inf"), float("inf")
     finally:
@@ -97,28 +124,31 @@ def tree_usage(root, stop_bytes=float("inf"), stop_entries=float("inf")):
 
 def open_unlinked_bytes(pids, dev):
     """Allocated bytes of the regular files on device ``dev`` (the workspace's
-    filesystem) that the processes ``pids`` hold open with no name left: a file written,
-    unlinked and kept open takes the disk and is invisible to ``tree_usage``
-    (``RLIMIT_FSIZE`` caps each such file, ``RLIMIT_NOFILE`` their number). Each file
-    counts once; processes and descriptors that vanish meanwhile are skipped. Needs
-    ptrace-read access to the processes (the host, or the warm sandbox's server)."""
+    filesystem) that the processes ``pids`` hold open or mapped with no name left: a
+    file written, unlinked and kept open takes the disk and is invisible to
+    ``tree_usage`` (``RLIMIT_FSIZE`` caps each such file, ``RLIMIT_NOFILE`` their
+    number). Each file counts once; processes and descriptors that vanish meanwhile are
+    skipped. Needs ptrace-read access to the processes (the host, or the warm sandbox's
+    server); mappings (``/proc/<pid>/map_files``) need ``CAP_SYS_ADMIN`` or
+    ``CAP_CHECKPOINT_RESTORE`` as well (a root host), else they are not seen."""
     seen = set()
     total = 0
     for pid in pids:
-        base = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(base)
-        except OSError:
-            continue
-        for fd in fds:
+        for kind in ("fd", "map_files"):  # map_files: where the kernel lets us read it
+            base = f"/proc/{pid}/{kind}"
             try:
-                st = os.stat(f"{base}/{fd}")
+                names = os.listdir(base)
             except OSError:
                 continue
-            if (st.st_nlink == 0 and st.st_dev == dev and stat.S_ISREG(st.st_mode)
-                    and st.st_ino not in seen):
-                seen.add(st.st_ino)
-                total += st.st_blocks * 512
+            for name in names:
+                try:
+                    st = os.stat(f"{base}/{name}")
+                except OSError:
+                    continue
+                if (st.st_nlink == 0 and st.st_dev == dev and stat.S_ISREG(st.st_mode)
+                        and st.st_ino not in seen):
+                    seen.add(st.st_ino)
+                    total += st.st_blocks * 512
     return total
 
 
@@ -149,21 +179,42 @@ class DiskGuard:
     execution's ``max_file_mib``). The starting size is measured here, before the
     program runs; ``start(now)`` when its clock starts. ``due(now)`` says whether a
     check is due (the first one ``FIRST_CHECK_S`` after the start, then at intervals
-    doubling up to ``CHECK_EVERY_S``, and never so close that walking costs more than
-    ``COST_SHARE`` of the time); ``over()`` walks the tree and
-    says whether it grew past the budget. ``now``: ``time.monotonic()`` seconds. Raises
-    OSError (from the first measurement) when ``root`` cannot be opened."""
+    doubling up to ``CHECK_EVERY_S``, never so close that walking costs more than
+    ``COST_SHARE`` of the time, never further apart than ``MAX_INTERVAL_S``); ``over()``
+    walks the tree and says whether it grew past the budget, or moved under
+    ``INCONCLUSIVE_WALKS`` walks in a row, or whether its filesystem has less than its
+    reserve free (``reserve_left``: a last line for the host, whichever execution
+    filled it, since a program that means to can hide data from the walk). ``now``: ``time.monotonic()`` seconds.
+
+    Raises:
+        OSError: the first measurement failed: ``root`` cannot be opened, a directory
+            in it cannot be listed (a budget on top of an unknown size would never be
+            passed), the tree kept moving, or its filesystem is below its reserve.
+    """
 
     def __init__(self, root, budget_mib):
         self.root = root
         budget = int(budget_mib * 1024 * 1024)
-        used, files = tree_usage(root)
+        for _ in range(INCONCLUSIVE_WALKS):
+            usage = tree_usage(root)
+            if usage is not None:
+                break
+        else:
+            raise OSError(f"{root}: its tree kept moving while it was measured")
+        used, files = usage
+        if used == float("inf"):  # inf + budget would never be passed: fail closed
+            raise OSError(f"{root}: a directory in it cannot be listed")
+        if not reserve_left(root):
+            raise OSError(f"{root}: its filesystem has less than its reserve free "
+                          f"({RESERVE_FRACTION:.0%}, at most {RESERVE_MAX_BYTES >> 20} MiB "
+                          f"and {RESERVE_MAX_INODES} inodes); free some space")
         self.stop_bytes = used + budget
         self.stop_entries = files + max(1, budget // INODE_BYTES)
         self.dev = os.stat(root).st_dev
         self.interval = FIRST_CHECK_S
         self.next_at = time.monotonic() + FIRST_CHECK_S
         self.pids = None
+        self.inconclusive = 0
 
     def start(self, now, pids=None):
         """The program starts at ``now``: the first check is ``FIRST_CHECK_S`` later.
@@ -182,12 +233,20 @@ class DiskGuard:
         measured). Schedules the next check."""
         t0 = time.monotonic()
         try:
-            used, files = tree_usage(self.root, self.stop_bytes, self.stop_entries)
+            if not reserve_left(self.root):  # whoever filled it: the host comes first
+                return True
+            usage = tree_usage(self.root, self.stop_bytes, self.stop_entries)
         except OSError:  # the root itself is gone or unreadable: cannot be measured
             return True
-        if self.pids is not None and used <= self.stop_bytes:
-            used += open_unlinked_bytes(self.pids(), self.dev)
         t1 = time.monotonic()
         self.interval = min(CHECK_EVERY_S, 2 * self.interval)
-        self.next_at = t1 + max(self.interval, (t1 - t0) / COST_SHARE)
+        self.next_at = t1 + min(MAX_INTERVAL_S, max(self.interval, (t1 - t0) / COST_SHARE))
+        if usage is None:  # moved under the walk: again soon; too often is over budget
+            self.inconclusive += 1
+            self.next_at = t1
+            return self.inconclusive >= INCONCLUSIVE_WALKS
+        self.inconclusive = 0
+        used, files = usage
+        if self.pids is not None and used <= self.stop_bytes:
+            used += open_unlinked_bytes(self.pids(), self.dev)
         return used > self.stop_bytes or files > self.stop_entries

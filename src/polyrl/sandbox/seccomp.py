@@ -17,11 +17,12 @@ only), ``sched_setaffinity``/``sched_setscheduler``/``sched_setparam``/``sched_s
 with pid 0, ``setpriority`` and ``ioprio_set`` on the caller or its process group (who =
 0, never a whole user): a program of the same uid could otherwise lower the limits of the
 fork-server and of executions beside it (their verdicts), or pin and renice them.
-Memory that no process maps outlives every ``RLIMIT_AS``: SysV shared memory
-(``shmget``: a segment stays after ``shmdt``) and ``memfd_create``/``memfd_secret``
-files (measured: 2 GiB and 1 GiB pinned on the host by one execution with a 256 MiB
-limit), so those calls are refused (POSIX shared memory lives in ``/dev/shm``, a tmpfs
-of ``max_file_mib``). ``fallocate`` is allowed with mode 0 and to punch holes only
+Memory that no process maps outlives every ``RLIMIT_AS``: SysV IPC objects
+(``shmget``: a segment stays after ``shmdt``; ``msgget``: 32,000 queues of 16 KiB,
+488 MiB of kernel memory; ``semget``) and ``memfd_create``/``memfd_secret`` files
+(measured: 2 GiB and 1 GiB pinned on the host by one execution with a 256 MiB limit),
+so those calls are refused (POSIX shared memory and semaphores live in ``/dev/shm``, a
+tmpfs of ``max_file_mib``). ``fallocate`` is allowed with mode 0 and to punch holes only
 (see ``_PUNCH_HOLE``). Denied calls fail with EPERM (fallocate's modes: EOPNOTSUPP);
 the program keeps running.
 
@@ -69,7 +70,8 @@ _DENY_NUMBERS = {  # name: (x86_64, aarch64)
     "perf_event_open": (298, 241), "pivot_root": (155, 41), "reboot": (169, 142),
     "request_key": (249, 218), "setns": (308, 268), "settimeofday": (164, 170),
     "swapoff": (168, 225), "swapon": (167, 224), "umount2": (166, 39), "unshare": (272, 97),
-    "userfaultfd": (323, 282), "shmget": (29, 194), "memfd_create": (319, 279),
+    "userfaultfd": (323, 282), "shmget": (29, 194), "msgget": (68, 186),
+    "semget": (64, 190), "memfd_create": (319, 279),
     **{name: (nr, nr) for name, nr in (
         ("fsconfig", 431), ("fsmount", 432), ("fsopen", 430), ("fspick", 433),
         ("io_uring_enter", 426), ("io_uring_register", 427), ("io_uring_setup", 425),
