@@ -239,3 +239,31 @@ def test_the_host_keeps_its_disk_reserve_whatever_the_budget(monkeypatch):
     monkeypatch.setattr(usage, "RESERVE_MAX_BYTES", free + (1 << 30))
     with pytest.raises(SandboxError, match="reserve"):
         box.run_python("pass")  # below it already: nothing starts
+
+
+MAPPED = r"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+for i in range(60):  # 3 MiB files, mapped, unlinked, closed: in no directory, no fd
+    fd = os.open(f"m{i}", os.O_CREAT | os.O_RDWR)
+    os.ftruncate(fd, 3 << 20)
+    addr = libc.mmap(None, 3 << 20, 3, 1, fd, 0)  # PROT_READ | PROT_WRITE, MAP_SHARED
+    ctypes.memset(addr, 120, 3 << 20)
+    os.close(fd)
+    os.unlink(f"m{i}")
+time.sleep(30)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_files_mapped_and_unlinked_count_on_a_root_host():
+    """Read through /proc/<pid>/map_files, which needs CAP_SYS_ADMIN: the host as
+    root sees them (cold and process executions); a warm sandbox's server does not."""
+    if os.geteuid() != 0:  # pragma: no cover - CI runs as root
+        pytest.skip("map_files needs root")
+    for backend in ("process", "bwrap"):
+        box = Sandbox(backend=backend, warm=False, limits=Limits(timeout_s=10, max_file_mib=8))
+        _assert_stopped(box.run_python(MAPPED), backend)

@@ -134,21 +134,22 @@ def open_unlinked_bytes(pids, dev):
     seen = set()
     total = 0
     for pid in pids:
-        for kind in ("fd", "map_files"):  # map_files: where the kernel lets us read it
-            base = f"/proc/{pid}/{kind}"
-            try:
-                names = os.listdir(base)
+        try:
+            names = [f"fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd")]
+            with open(f"/proc/{pid}/maps", "rb") as f:  # mappings of files with no name
+                names += ["map_files/" + line.split(None, 1)[0].decode() for line in f
+                          if line.endswith(b" (deleted)\n")]
+        except OSError:
+            continue
+        for name in names:
+            try:  # map_files only where the kernel lets us read it
+                st = os.stat(f"/proc/{pid}/{name}")
             except OSError:
                 continue
-            for name in names:
-                try:
-                    st = os.stat(f"{base}/{name}")
-                except OSError:
-                    continue
-                if (st.st_nlink == 0 and st.st_dev == dev and stat.S_ISREG(st.st_mode)
-                        and st.st_ino not in seen):
-                    seen.add(st.st_ino)
-                    total += st.st_blocks * 512
+            if (st.st_nlink == 0 and st.st_dev == dev and stat.S_ISREG(st.st_mode)
+                    and st.st_ino not in seen):
+                seen.add(st.st_ino)
+                total += st.st_blocks * 512
     return total
 
 
