@@ -267,3 +267,16 @@ def test_files_mapped_and_unlinked_count_on_a_root_host():
     for backend in ("process", "bwrap"):
         box = Sandbox(backend=backend, warm=False, limits=Limits(timeout_s=10, max_file_mib=8))
         _assert_stopped(box.run_python(MAPPED), backend)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["/tmp", "/dev/shm"])
+def test_a_cold_sandbox_tmpfs_is_bounded_in_files_too(where: str):
+    """bwrap sizes a cold execution's /tmp and /dev/shm but cannot cap their inodes
+    (~100,000 empty files/s of kernel memory no limit counted): the host counts them
+    through /proc/<pid>/root, one file per 4 KiB of max_file_mib, as the warm and
+    fork-server tmpfs cap them."""
+    many = MANY.replace('f"e{i}"', f'f"{where}/e{{i}}"')
+    box = Sandbox(backend="bwrap", warm=False, limits=LIM)
+    _assert_stopped(box.run_python(many), where)
+    assert box.run_python(WITHIN).stdout == "done\n"

@@ -68,10 +68,12 @@ Limitations (real hazards, read before trusting a verdict):
 - Files take kernel memory that no limit counts (an inode, ~0.8 KiB, even when empty).
   The fork-server's private tmpfs, and a warm sandbox's ``/tmp`` and ``/dev/shm``
   (remounted by its server in a mount namespace of its own, emptied between executions),
-  hold at most one file per 4 KiB of their size; bwrap offers no such cap, so in a cold
-  execution's ``/tmp`` and ``/dev/shm`` only ``timeout_s`` bounds them (measured:
-  ~100,000 empty files/s, ~80 MiB/s of unreclaimable kernel memory until the execution
-  ends).
+  hold at most one file per 4 KiB of their size. bwrap offers no such cap: a cold
+  execution's ``/tmp`` and ``/dev/shm`` are counted by the host with the workspace
+  (through ``/proc/<pid>/root``, same cadence) and the program is killed past the same
+  count (``limit_hit="max_file_mib"``; before, ~100,000 empty files/s, ~80 MiB/s of
+  unreclaimable kernel memory until the execution ended; now ~4,000 files under a
+  4 MiB budget before the kill).
 - ``collect`` returns regular files of at most 64 MiB, never through a symlink. A file
   the program made unreadable (mode 0, or in a directory without search permission)
   is left out, except by a cold execution run as root (the host reads it anyway).

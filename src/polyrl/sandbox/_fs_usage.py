@@ -27,6 +27,7 @@ CHECK_EVERY_S = 0.1  # the interval doubles from FIRST_CHECK_S up to this
 COST_SHARE = 0.05  # walking takes at most this share of the wall time between walks
 MAX_INTERVAL_S = 1.0  # ... but checks are never further apart than this
 INCONCLUSIVE_WALKS = 3  # walks in a row the tree moved under: counted as over budget
+TMPFS_SLACK_INODES = 64  # what a fresh sandbox tmpfs holds (its root, mount points)
 RESERVE_FRACTION = 0.02  # of the workspace filesystem's blocks and inodes, kept free ...
 RESERVE_MAX_BYTES = 1 << 30  # ... but never more than 1 GiB / 10,000 inodes of it
 RESERVE_MAX_INODES = 10_000
@@ -177,7 +178,10 @@ class DiskGuard:
     """Watches one workspace for one execution (see the module docstring).
 
     ``root``: the workspace directory; ``budget_mib``: how much it may grow (MiB, the
-    execution's ``max_file_mib``). The starting size is measured here, before the
+    execution's ``max_file_mib``); ``sandbox_tmpfs``: paths of tmpfs inside the sandbox
+    (a cold bwrap execution's ``/tmp`` and ``/dev/shm``) whose files are counted too,
+    through ``/proc/<pid>/root`` of the execution's first process below the one
+    started (``pids()[1]``), against the same one file per 4 KiB of budget. The starting size is measured here, before the
     program runs; ``start(now)`` when its clock starts. ``due(now)`` says whether a
     check is due (the first one ``FIRST_CHECK_S`` after the start, then at intervals
     doubling up to ``CHECK_EVERY_S``, never so close that walking costs more than
@@ -193,8 +197,9 @@ class DiskGuard:
             passed), the tree kept moving, or its filesystem is below its reserve.
     """
 
-    def __init__(self, root, budget_mib):
+    def __init__(self, root, budget_mib, sandbox_tmpfs=()):
         self.root = root
+        self.sandbox_tmpfs = tuple(sandbox_tmpfs)
         budget = int(budget_mib * 1024 * 1024)
         for _ in range(INCONCLUSIVE_WALKS):
             usage = tree_usage(root)
@@ -210,7 +215,8 @@ class DiskGuard:
                           f"({RESERVE_FRACTION:.0%}, at most {RESERVE_MAX_BYTES >> 20} MiB "
                           f"and {RESERVE_MAX_INODES} inodes); free some space")
         self.stop_bytes = used + budget
-        self.stop_entries = files + max(1, budget // INODE_BYTES)
+        self.inode_budget = max(1, budget // INODE_BYTES)
+        self.stop_entries = files + self.inode_budget
         self.dev = os.stat(root).st_dev
         self.interval = FIRST_CHECK_S
         self.next_at = time.monotonic() + FIRST_CHECK_S
@@ -249,5 +255,21 @@ class DiskGuard:
         self.inconclusive = 0
         used, files = usage
         if self.pids is not None and used <= self.stop_bytes:
-            used += open_unlinked_bytes(self.pids(), self.dev)
+            pids = self.pids()
+            used += open_unlinked_bytes(pids, self.dev)
+            if self.sandbox_tmpfs and len(pids) > 1 and self._tmpfs_full(pids[1]):
+                return True
         return used > self.stop_bytes or files > self.stop_entries
+
+    def _tmpfs_full(self, pid):
+        """Whether a tmpfs of the sandbox of ``pid`` (its ``sandbox_tmpfs`` paths, seen
+        through ``/proc/<pid>/root``) holds more than one file per 4 KiB of the budget
+        (bwrap sizes them, but cannot cap their inodes)."""
+        for path in self.sandbox_tmpfs:
+            try:
+                vfs = os.statvfs(f"/proc/{pid}/root{path}")
+            except OSError:
+                continue
+            if vfs.f_files - vfs.f_ffree > self.inode_budget + TMPFS_SLACK_INODES:
+                return True
+        return False

@@ -202,7 +202,8 @@ class Sandbox:
         data = stdin.encode() if isinstance(stdin, str) else stdin
         started = time.time()
         try:  # a host directory: the host bounds how much it may grow
-            guard = DiskGuard(ws.path, lim.max_file_mib)
+            guard = DiskGuard(ws.path, lim.max_file_mib, sandbox_tmpfs=(
+                () if self.backend == "process" else ("/tmp", "/dev/shm")))
         except OSError as e:
             raise SandboxError(f"cannot measure the workspace {ws.path}: {e}") from e
         if self.backend == "process":
