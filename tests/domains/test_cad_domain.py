@@ -207,3 +207,26 @@ def test_program_cannot_reach_builtins_or_print_its_own_mesh(domain: CadGenDomai
         decode_mesh(dsl.encode_mesh(np.zeros((3, 3), np.float32),
                                     np.zeros((dsl.MAX_EMIT_TRIANGLES + 1, 3), np.int32))[
             len(dsl.MESH_TAG):])
+
+
+def test_pieces_touching_within_float_noise_score_as_one_part(domain: CadGenDomain) -> None:
+    """The oracle with its boss (or a shaft section) moved up 1e-9..1e-3 mm scored 0.95 and
+    failed: the pieces stay separate surfaces in manifold3d's mesh (IoU 1.0, extra 0.5)."""
+    import re
+
+    bosses = [t for t in domain.tasks("train", difficulty=2, n=40) if "boss" in t.metadata["program"]]
+    shafts = [t for t in domain.tasks("train", difficulty=3, n=40) if "s0 =" in t.metadata["program"]]
+    cases = [(bosses[0], r"(boss = cylinder\([^)]*\)\.translate\(0, 0, [^)]*)\)"),
+             (shafts[0], r"(s2 = cylinder\([^)]*\)\.translate\(0, 0, [^)]*)\)")]
+    for task, pattern in cases:
+        program = task.metadata["program"]
+        for gap in (1e-9, 1e-4, 1e-3, 1.0):
+            moved = re.sub(pattern, lambda m, g=gap: f"{m.group(1)} + {g})", program)
+            assert moved != program
+            score = domain.score(task, moved)
+            c = score.components
+            if gap < 1:
+                assert score.passed and score.reward == pytest.approx(1.0, abs=1e-3), (gap, score)
+                assert (c["extra"], c["extra_shells"]) == (1.0, 0.0)
+            else:  # a real 1 mm gap: two pieces (and the box reaches 1 mm higher)
+                assert not score.passed and c["extra"] < 0.5 and c["extra_shells"] == 1, score

@@ -200,3 +200,52 @@ def test_mesh_over_the_triangle_budget_is_not_measured() -> None:
     s = compare(TargetCache(target), Mesh(v, tris))
     assert time.perf_counter() - start < 2.0
     assert s.iou == s.silhouette == s.valid == s.extra == s.features == 0.0
+
+
+def test_pieces_that_touch_within_float_noise_are_one_shell() -> None:
+    """A boss on a plate whose faces missed by 1e-9 mm were two shells: the right part
+    scored 0.95 and failed on ``extra`` (IoU 1.0). Within the tolerance they are one;
+    a real gap, a speck in a hole and a sealed cavity still count."""
+    from polyrl.domains.cad.metrics import shells, touching_shells, triangle_distance
+
+    plate = dsl.box(55, 35, 5).translate(0, 0, 2.5)
+    for gap in (0.0, 1e-9, 1e-6, 1e-4, 0.05):
+        v, t = _mesh(plate + dsl.cylinder(4, 5).translate(0, 0, 7.5 + gap))
+        assert touching_shells(v, t, 0.07) == 1, gap
+    v, t = _mesh(plate + dsl.cylinder(4, 5).translate(0, 0, 7.5 + 1e-6))
+    assert shells(t, len(v)) == 2  # manifold3d keeps them apart
+    v, t = _mesh(plate + dsl.cylinder(4, 5).translate(0, 0, 7.6))  # a 0.1 mm gap
+    assert touching_shells(v, t, 0.07) == 2
+    # bars crossing like a plus sign: no corner of either lies on the other (edge-edge)
+    for gap, n in ((1e-6, 1), (0.1, 2)):
+        v, t = _mesh(dsl.box(10, 2, 2) + dsl.box(2, 10, 2).translate(0, 0, 2 + gap))
+        assert touching_shells(v, t, 0.07) == n, gap
+    # side by side cylinders, tangent along a line; a chain of three transitively one
+    v, t = _mesh(dsl.cylinder(5, 10) + dsl.cylinder(5, 10).translate(10 + 1e-7, 0, 0)
+                 + dsl.cylinder(5, 10).translate(20 + 2e-7, 0, 0))
+    assert (shells(t, len(v)), touching_shells(v, t, 0.07)) == (3, 1)
+    holed = dsl.box(60, 40, 6) - dsl.cylinder(5, 10)
+    for solid in (holed + dsl.box(0.01, 0.01, 0.01),  # a speck in the hole
+                  holed + dsl.box(1, 1, 1).translate(100, 0, 0),
+                  dsl.box(10, 10, 10) - dsl.box(2, 2, 2)):  # a cavity's wall
+        v, t = _mesh(solid)
+        assert touching_shells(v, t, 0.07) == 2
+    # exact distances: parallel unit triangles 0.5 apart; crossed edges 0.25 apart
+    a = np.array([[[0, 0, 0], [1, 0, 0], [0, 1, 0]]], dtype=float)
+    assert triangle_distance(a, a + [0.1, 0.1, 0.5]) == pytest.approx([0.5])
+    b = np.array([[[0.5, -1, 0.25], [0.5, 1, 0.25], [0.5, 0, 2]]], dtype=float)
+    assert triangle_distance(a, b) == pytest.approx([0.25])
+
+
+def test_part_written_with_rounded_numbers_keeps_full_extra() -> None:
+    # plate 10/3 mm thick with a boss on it: the candidate writes 3.3333 and 1.66665
+    third = 10 / 3
+    target = TargetCache(Mesh(*_mesh(dsl.box(40, 30, third).translate(0, 0, third / 2)
+                                     + dsl.cylinder(5, 8).translate(0, 0, third + 4))))
+    cand = dsl.box(40, 30, 3.3333).translate(0, 0, 1.66665) \
+        + dsl.cylinder(5, 8).translate(0, 0, 3.3333 + 4 + 1e-4)
+    s = compare(target, Mesh(*_mesh(cand)))
+    assert (s.extra, s.extra_shells) == (1.0, 0), s  # was (0.5, 1)
+    speck = dsl.box(0.01, 0.01, 0.01).translate(18, 13, 5)  # 1.7 mm above the plate
+    s = compare(target, Mesh(*_mesh(cand + speck)))
+    assert (s.extra, s.extra_shells) == (0.5, 1), s

@@ -9,7 +9,8 @@ program (``scoring``): reward = 0.3 iou + 0.1 chamfer + 0.1 silhouette + 0.1 val
 (noise-corrected, see ``scoring``) <= 0.02, every feature matched:
 ``features_min >= FEATURE_PASS`` (each of the target's holes, pockets and slots has
 IoU >= 0.5 with the candidate's, and the candidate has no void the target lacks),
-and no extra material: ``extra_shells == 0`` (no closed surface the target lacks)
+and no extra material: ``extra_shells == 0`` (no closed surface the target lacks;
+pieces within 0.1% of the diagonal of each other are one, ``scoring.SHELL_TOUCH``)
 and ``overhang <= OVERHANG_PASS`` (the candidate's bounding box reaches out of the
 target's by at most 2% of its diagonal).
 The global measures alone passed a plain box for a plate with holes (IoU 0.997);
