@@ -166,7 +166,8 @@ def test_extra_material_scores_and_legitimate_variants_keep_it() -> None:
         cache = TargetCache(Mesh(v, t))
         s = compare(cache, Mesh(v.copy(), t.copy()))
         assert (s.extra, s.extra_shells, s.overhang) == (1.0, 0, 0.0), task.id
-        corner = v.max(0) + 0.002 * cache.diag
+        assert s.hausdorff <= 0.02, task.id
+        corner = v[np.argmax(v.sum(axis=1))] + 0.002 * cache.diag  # past a corner of the part
         for at, extra in ((corner, 0.5), ((1000, 1000, 1000), 0.0)):
             speck = dsl.build(program) + dsl.box(0.01, 0.01, 0.01).translate(*at)
             s = compare(cache, Mesh(*_mesh(speck)))
@@ -175,10 +176,10 @@ def test_extra_material_scores_and_legitimate_variants_keep_it() -> None:
     # the same disk with its facets turned half a facet: inside the target's box
     disk = TargetCache(Mesh(*_mesh(dsl.cylinder(20, 5))))
     s = compare(disk, Mesh(*_mesh(dsl.cylinder(20, 5).rotate(0, 0, 3.75))))
-    assert (s.extra, s.overhang) == (1.0, 0.0) and s.iou > 0.99
+    assert (s.extra, s.overhang) == (1.0, 0.0) and s.iou > 0.99 and s.hausdorff <= 0.02
     # and 0.1% larger: 0.0005 of the diagonal out, within the dead zone
     s = compare(disk, Mesh(*_mesh(dsl.cylinder(20, 5).scale(1.001))))
-    assert s.extra == 1.0 and 0 < s.overhang < 0.001
+    assert s.extra == 1.0 and 0 < s.overhang < 0.001 and s.hausdorff <= 0.02
     # a part 10% too long: the box reaches out 5% of the diagonal, partial credit
     s = compare(disk, Mesh(*_mesh(dsl.cylinder(20, 5).scale(1.1, 1, 1))))
     assert 0.5 < s.extra < 1.0 and s.extra_shells == 0
@@ -238,14 +239,66 @@ def test_pieces_that_touch_within_float_noise_are_one_shell() -> None:
 
 
 def test_part_written_with_rounded_numbers_keeps_full_extra() -> None:
-    # plate 10/3 mm thick with a boss on it: the candidate writes 3.3333 and 1.66665
+    from polyrl.domains.cad.metrics import shells
+
+    # plate 10/3 mm thick with a boss on it; the candidate writes 3.3333 and 1.66665
     third = 10 / 3
-    target = TargetCache(Mesh(*_mesh(dsl.box(40, 30, third).translate(0, 0, third / 2)
-                                     + dsl.cylinder(5, 8).translate(0, 0, third + 4))))
+    plate = dsl.box(40, 30, third).translate(0, 0, third / 2)
+    v, t = _mesh(plate + dsl.cylinder(5, 8).translate(0, 0, third + 4))
+    assert shells(t, len(v)) == 2  # the target's own boss misses: 10/3 + 4 - 4 != 10/3
+    target = TargetCache(Mesh(v, t))
+    sunk = TargetCache(Mesh(*_mesh(plate + dsl.cylinder(5, 8.5).translate(0, 0, third + 3.75))))
+    assert (target.shells, sunk.shells) == (1, 1)  # sunk 0.5 mm into the plate: one piece
     cand = dsl.box(40, 30, 3.3333).translate(0, 0, 1.66665) \
         + dsl.cylinder(5, 8).translate(0, 0, 3.3333 + 4 + 1e-4)
-    s = compare(target, Mesh(*_mesh(cand)))
-    assert (s.extra, s.extra_shells) == (1.0, 0), s  # was (0.5, 1)
-    speck = dsl.box(0.01, 0.01, 0.01).translate(18, 13, 5)  # 1.7 mm above the plate
-    s = compare(target, Mesh(*_mesh(cand + speck)))
-    assert (s.extra, s.extra_shells) == (0.5, 1), s
+    speck = dsl.box(0.01, 0.01, 0.01).translate(18, 13, 3.8333)  # 0.5 mm above the plate
+    for cache in (target, sunk):
+        s = compare(cache, Mesh(*_mesh(cand)))
+        assert (s.extra, s.extra_shells) == (1.0, 0), s  # against ``sunk``: was (0.5, 1)
+        s = compare(cache, Mesh(*_mesh(cand + speck)))
+        assert (s.extra, s.extra_shells) == (0.5, 1), s  # against ``target``: was 2/3
+
+
+def test_hausdorff_is_the_farthest_distance_to_the_target_solid() -> None:
+    from polyrl.domains.cad.metrics import point_triangle_distance, winding_number
+    from polyrl.domains.cad.scoring import hausdorff_to_target
+
+    plate = dsl.box(60, 40, 6) - dsl.cylinder(5, 10).translate(10, 0, 0)
+    cache = TargetCache(Mesh(*_mesh(plate)))
+    rng = np.random.default_rng(0)
+    points = rng.uniform([-40, -30, -8], [40, 30, 8], size=(400, 3))
+    brute = np.array([point_triangle_distance(p, cache.tri_pts).min() for p in points])
+    inside = winding_number(points, cache.tri_pts) > 0.5
+    expect = np.abs(points) <= [30, 20, 3]
+    expect = expect.all(axis=1) & (np.linalg.norm(points[:, :2] - [10, 0], axis=1) > 5)
+    assert np.array_equal(inside, expect)
+    brute[inside] = 0.0  # inside the solid: no material the target lacks
+    for p, d in zip(points, brute, strict=True):
+        got = hausdorff_to_target(cache, p[None])
+        if d > cache.reach:
+            assert got == pytest.approx(d, abs=1e-9)
+        else:  # below ``reach``: an upper bound
+            assert d - 1e-9 <= got <= cache.reach
+    assert hausdorff_to_target(cache, points) == pytest.approx(brute.max())
+
+
+def test_junk_attached_inside_a_hole_is_far_from_the_part() -> None:
+    """A 0.3 mm cube in the middle of a hole, joined to the wall by a 0.01 mm rod, is one
+    shell inside the part's box: every other measure is blind to it (reward 1.0, passed
+    on 48 of 48 plates); it lies a hole radius from the part's material."""
+    plate = dsl.box(60, 40, 6) - dsl.cylinder(4, 10).translate(10, 0, 0)
+    cache = TargetCache(Mesh(*_mesh(plate)))
+    junk = dsl.box(0.3, 0.3, 0.3).translate(10, 0, 0) + dsl.box(4, 0.01, 0.01).translate(12, 0, 0)
+    s = compare(cache, Mesh(*_mesh(plate + junk)))
+    assert min(s.iou, s.silhouette, s.chamfer, s.features) > 0.99 and s.extra_shells == 0, s
+    assert s.hausdorff == pytest.approx(4 / cache.diag, rel=0.05)  # 5.5% of the diagonal
+    assert s.extra == pytest.approx(1 - (s.hausdorff - 0.02) / 0.10)
+    # a rod across the hole: its corners lie on the wall, its edges' midpoints do not
+    rod = dsl.box(8.2, 0.01, 0.01).translate(10, 0, 0)
+    s = compare(cache, Mesh(*_mesh(plate + rod)))
+    assert s.hausdorff == pytest.approx(4 / cache.diag, rel=0.05)
+    # the same part built as touching pieces: their meeting faces lie inside it
+    boss = dsl.box(55, 35, 5).translate(0, 0, 2.5) + dsl.cylinder(4, 5).translate(0, 0, 7.5)
+    split = dsl.box(55, 35, 5).translate(0, 0, 2.5) + dsl.cylinder(4, 5).translate(0, 0, 7.5 + 1e-6)
+    s = compare(TargetCache(Mesh(*_mesh(boss))), Mesh(*_mesh(split)))
+    assert s.hausdorff <= 0.02 and s.extra == 1.0

@@ -12,7 +12,9 @@ IoU >= 0.5 with the candidate's, and the candidate has no void the target lacks)
 and no extra material: ``extra_shells == 0`` (no closed surface the target lacks;
 pieces within 0.1% of the diagonal of each other are one, ``scoring.SHELL_TOUCH``)
 and ``overhang <= OVERHANG_PASS`` (the candidate's bounding box reaches out of the
-target's by at most 2% of its diagonal).
+target's by at most 2% of its diagonal) and ``hausdorff <= HAUSDORFF_PASS`` (no point
+of the candidate's surface lies farther than 2% of the diagonal from the target's
+material: junk joined to the part by a thin rod, kept inside its box).
 The global measures alone passed a plain box for a plate with holes (IoU 0.997);
 ``features`` is what tells them apart (0 for the box). They also passed the oracle's
 part plus a far or hidden 0.01 mm speck (reward 1.0); ``extra`` fails it.
@@ -57,6 +59,7 @@ def _get(attr: str) -> Any:
 
 FEATURE_PASS = 0.5
 OVERHANG_PASS = 0.02
+HAUSDORFF_PASS = 0.02  # = scoring.HAUSDORFF_DEAD_ZONE: ``hausdorff`` is exact above it
 
 RUBRIC = Rubric([
     RewardFn("iou", _get("iou"), 0.3),
@@ -67,6 +70,7 @@ RUBRIC = Rubric([
     RewardFn("extra", _get("extra"), 0.1),
     RewardFn("extra_shells", _get("extra_shells"), 0.0),
     RewardFn("overhang", lambda t, a: a.shape.overhang if a.shape else -1.0, 0.0),
+    RewardFn("hausdorff", lambda t, a: a.shape.hausdorff if a.shape else -1.0, 0.0),
     RewardFn("features_min", _get("features_min"), 0.0),
     RewardFn("target_features", _get("target_features"), 0.0),
     RewardFn("chamfer_norm", lambda t, a: a.shape.chamfer_norm if a.shape else -1.0, 0.0),
@@ -181,5 +185,6 @@ class CadGenDomain(Domain):
         s = att.shape
         score.passed = bool(s and s.iou >= 0.95 and s.silhouette >= 0.95 and s.valid
                             and s.chamfer_norm <= 0.02 and s.features_min >= FEATURE_PASS
-                            and s.extra_shells == 0 and s.overhang <= OVERHANG_PASS)
+                            and s.extra_shells == 0 and s.overhang <= OVERHANG_PASS
+                            and s.hausdorff <= HAUSDORFF_PASS)
         return score

@@ -28,7 +28,7 @@ Components (each in [0, 1]):
         most ``TRIANGLE_BUDGET`` triangles; a mesh over the budget scores 0 on every term
         (it is not measured: the rasteriser's cost grows with triangles x pixels).
     extra: no material the target lacks, where the measures above are blind to it: the
-        product of two factors. Shells: 1 when the candidate has at most as many closed
+        product of three factors. Shells: 1 when the candidate has at most as many closed
         surfaces as the target, else ``target / candidate`` shells (a disconnected speck
         anywhere, even inside a hole, is one more shell; so is a sealed internal
         cavity). Surfaces that come within ``SHELL_TOUCH`` (0.1%) of the target's
@@ -42,15 +42,29 @@ Components (each in [0, 1]):
         corner still counts. Extent: ``clip(1 - (o - 0.01) / 0.10, 0, 1)``
         (``EXTENT_DEAD_ZONE``, ``EXTENT_ZERO_AT``) with ``o`` (``overhang``) the
         farthest the candidate's bounding box reaches out of the target's along any
-        axis, divided by the target's diagonal. Without them the oracle's mesh plus a
-        0.01 mm cube 1000 mm away scored 1.0 and passed: Chamfer samples by area and
-        never land on the speck, the target-frame raster clips it, and on the union
-        frame it falls between rays. The same solid triangulated differently keeps its
-        shells and its box (a cylinder's facets turned: ``o`` = 0), so scores 1.
+        axis, divided by the target's diagonal. Reach: ``clip(1 - (h - 0.02) / 0.10, 0,
+        1)`` (``HAUSDORFF_DEAD_ZONE``, ``HAUSDORFF_ZERO_AT``) with ``h`` (``hausdorff``)
+        the directed Hausdorff distance from the candidate to the target's solid over
+        the target's diagonal: the farthest any candidate vertex, edge midpoint or
+        area sample (``probe_points``) lies from the target's material (0 inside it, so
+        the faces where touching pieces meet cost nothing; ``hausdorff_to_target``,
+        exact above 0.02, an upper bound within the target's sampling spacing below).
+        Junk joined to the part by a 0.01 mm rod and kept inside its box (a 0.3 mm
+        cube in the middle of a hole) is one shell with no overhang: it scored 1.0 and
+        passed on 48 of 48 plates; it lies a hole radius (1.9-6.2% of the diagonal
+        there) from the material: 44 now fail ``passed`` and lose up to 0.04 (the 4
+        whose hole's radius is under 2% of the diagonal still score 1.0 and pass).
+        Without the first two factors the oracle's mesh plus a 0.01 mm cube 1000 mm
+        away scored 1.0 and passed: Chamfer samples by area and never land on the
+        speck, the target-frame raster clips it, and on the union frame it falls
+        between rays. The same solid triangulated differently keeps its shells and its
+        box (a cylinder's facets turned: ``o`` = 0) and lies on the target's surface
+        (within the facets' sagitta, under 0.1%; ``h`` reads under 0.02), so scores 1.
 Monitored (weight 0): ``chamfer_norm`` (``d``), ``triangles``, ``features_min`` (the
 lowest of the per-component scores behind ``features``, gated by ``Score.passed``),
 ``target_features`` (the target's void components), ``extra_shells`` (candidate shells
-beyond the target's) and ``overhang`` (``o``); ``Score.passed`` gates the last two.
+beyond the target's), ``overhang`` (``o``) and ``hausdorff`` (``h``); ``Score.passed``
+gates the last three.
 """
 
 from __future__ import annotations
@@ -60,6 +74,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy import ndimage
+from scipy.spatial import cKDTree
 
 from polyrl.domains.cad.metrics import (
     Frame,
@@ -69,12 +84,16 @@ from polyrl.domains.cad.metrics import (
     enclosed_voids,
     iou,
     is_watertight,
+    point_mesh_distance,
     rasterize,
     sample_surface,
     shells,
     silhouette_similarity,
+    surface_points,
     touching_shells,
+    unique_edges,
     volume,
+    winding_number,
 )
 
 TRIANGLE_BUDGET = 20_000
@@ -86,6 +105,10 @@ SPURIOUS_MIN_CELLS = 16
 EXTENT_DEAD_ZONE = 0.01
 EXTENT_ZERO_AT = 0.11
 SHELL_TOUCH = 1e-3
+HAUSDORFF_DEAD_ZONE = 0.02
+HAUSDORFF_ZERO_AT = 0.12
+HAUSDORFF_MAX_SAMPLES = 16_384
+HAUSDORFF_MAX_EXACT = 2048
 _CONNECT_26 = np.ones((3, 3, 3), dtype=bool)
 
 
@@ -113,6 +136,7 @@ class ShapeScores:
     extra: float = 0.0
     extra_shells: int = 0
     overhang: float = float("inf")
+    hausdorff: float = float("inf")
 
 
 @dataclass(frozen=True)
@@ -151,6 +175,11 @@ class TargetCache:
         self.noise = chamfer(self.samples, resampled) / self.diag  # sampling noise floor
         self.touch = SHELL_TOUCH * self.diag  # mm: shells this close count as one
         self.shells = touching_shells(target.verts, target.tris, self.touch)
+        self.reach = HAUSDORFF_DEAD_ZONE * self.diag  # mm: ``hausdorff`` is exact beyond it
+        self.tri_pts = np.asarray(target.verts, dtype=np.float64)[np.asarray(target.tris)]
+        self.near = cKDTree(surface_points(target.verts, target.tris, self.reach,
+                                           HAUSDORFF_MAX_SAMPLES),
+                            balanced_tree=False, compact_nodes=False)  # half the build time
         self.default_frame = Frame.around(self.box, res=RES)
         self._raster = lru_cache(maxsize=8)(self._rasterize)
         self._voids = lru_cache(maxsize=8)(self._find_voids)
@@ -175,6 +204,48 @@ class TargetCache:
     def voids(self, frame: Frame) -> Voids:
         """The target's labelled enclosed voids on ``frame`` (cached)."""
         return self._voids(frame)
+
+
+def probe_points(cand: Mesh, samples: np.ndarray) -> np.ndarray:
+    """Where ``hausdorff`` looks on the candidate: its vertices, the midpoint of each
+    edge (a rod or sheet spanning a hole has its corners on the rim but its edges
+    across it) and its area samples."""
+    v = np.asarray(cand.verts, dtype=np.float64)
+    t = np.asarray(cand.tris, dtype=np.int64)
+    e = unique_edges(t, len(v))
+    return np.concatenate([v[np.unique(t)], 0.5 * (v[e[:, 0]] + v[e[:, 1]]), samples])
+
+
+def hausdorff_to_target(cache: TargetCache, points: np.ndarray) -> float:
+    """The largest distance (mm) from ``points`` to the target's solid (``hausdorff``).
+
+    A point inside the target (winding number > 1/2) is at 0: the faces where pieces
+    built to touch meet lie inside the part. Each point's distance to the nearest of
+    the target's ``surface_points`` bounds it from above; the points bounded above
+    ``cache.reach`` are measured exactly (``point_mesh_distance``, ``winding_number``),
+    farthest bound first, until no bound left exceeds the largest exact distance (at
+    most ``HAUSDORFF_MAX_EXACT`` points; past that the next bound counts). Exact when
+    above ``cache.reach``, an upper bound below it.
+    """
+    upper = cache.near.query(points, distance_upper_bound=cache.reach)[0]
+    far = upper > cache.reach  # no surface point within reach (inf): bound them anew
+    if np.any(far):
+        upper[far] = cache.near.query(points[far])[0]
+    out = float(upper[~far].max()) if np.any(~far) else 0.0
+    order = np.flatnonzero(far)
+    order = order[np.argsort(-upper[order], kind="stable")]
+    for s in range(0, len(order), 256):
+        if s >= HAUSDORFF_MAX_EXACT:
+            return max(out, float(upper[order[s]]))
+        batch = order[s:s + 256]
+        if upper[batch[0]] <= out:
+            break
+        exact = point_mesh_distance(points[batch], cache.tri_pts, upper[batch])
+        could = exact > out  # only these can raise the maximum: are they outside?
+        if np.any(could):
+            inside = winding_number(points[batch[could]], cache.tri_pts) > 0.5
+            out = max(out, float(exact[could][~inside].max(initial=0.0)))
+    return out
 
 
 def feature_scores(target: Voids, cand: Voids) -> tuple[float, float]:
@@ -209,7 +280,8 @@ def compare(cache: TargetCache, cand: Mesh) -> ShapeScores:
     valid = is_watertight(cand.tris) and volume(cand.verts, cand.tris) > 0 \
         and n_tris <= TRIANGLE_BUDGET
     cbox = bbox(cand.verts)
-    raw = chamfer(cache.samples, sample_surface(cand.verts, cand.tris, N_SAMPLES)) / cache.diag
+    cand_samples = sample_surface(cand.verts, cand.tris, N_SAMPLES)
+    raw = chamfer(cache.samples, cand_samples) / cache.diag
     d = max(0.0, raw - cache.noise)
     ch = float(np.clip(1 - (d - CHAMFER_DEAD_ZONE) / (CHAMFER_ZERO_AT - CHAMFER_DEAD_ZONE), 0, 1))
     # Extra material the other measures cannot see (module docstring, ``extra``).
@@ -220,6 +292,9 @@ def compare(cache: TargetCache, cand: Mesh) -> ShapeScores:
     overhang = max(0.0, reach) / cache.diag
     extent = float(np.clip(1 - (overhang - EXTENT_DEAD_ZONE)
                            / (EXTENT_ZERO_AT - EXTENT_DEAD_ZONE), 0, 1))
+    hausdorff = hausdorff_to_target(cache, probe_points(cand, cand_samples)) / cache.diag
+    extent *= float(np.clip(1 - (hausdorff - HAUSDORFF_DEAD_ZONE)
+                            / (HAUSDORFF_ZERO_AT - HAUSDORFF_DEAD_ZONE), 0, 1))
     extra = extent * (1.0 if n_shells <= cache.shells else cache.shells / n_shells)
     # Raster measures on the target's own frame (full resolution on the target: a far
     # speck cannot coarsen the grid until holes vanish) and, when the candidate reaches
@@ -252,6 +327,7 @@ def compare(cache: TargetCache, cand: Mesh) -> ShapeScores:
         extra=extra,
         extra_shells=max(0, n_shells - cache.shells),
         overhang=overhang,
+        hausdorff=hausdorff,
     )
 
 
