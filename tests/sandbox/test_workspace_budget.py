@@ -128,20 +128,24 @@ def test_tree_usage_holds_one_directory_open_at_a_time(tmp_path):
 
 def test_what_cannot_be_measured_is_not_granted():
     """A directory the walker cannot list (as a non-root host cannot, once the program
-    removed its permissions) counts as infinitely large."""
+    removed its permissions) counts as infinitely large; found at the start (an earlier
+    session step made it), it made the budget inf + budget: never passed (240 MiB
+    written under 16). The first measure fails instead."""
     tmp_path = Path(tempfile.mkdtemp())  # pytest's is beneath a 0700 directory of root's
     (tmp_path / "hidden").mkdir()
     (tmp_path / "hidden" / "big").write_bytes(b"x" * 4096)
     os.chmod(tmp_path / "hidden", 0)
     os.chmod(tmp_path, 0o755)
     code = (f"import os, sys; sys.path[:0] = {sys.path!r}\n"
-            "from polyrl.sandbox._fs_usage import tree_usage\n"
+            "from polyrl.sandbox._fs_usage import DiskGuard, tree_usage\n"
             "if os.geteuid() == 0: os.setuid(65534)\n"
-            f"print(tree_usage({str(tmp_path)!r}))")
+            f"print(tree_usage({str(tmp_path)!r}))\n"
+            f"DiskGuard({str(tmp_path)!r}, 4)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     os.chmod(tmp_path / "hidden", 0o700)
     shutil.rmtree(tmp_path)
     assert out.stdout.strip() == "(inf, inf)", out.stderr
+    assert "cannot be listed" in out.stderr, out.stderr
 
 
 def test_disk_guard_budget_is_on_top_of_the_start(tmp_path):
@@ -196,24 +200,6 @@ def test_the_walk_never_climbs_out_of_a_tree_that_moved(tmp_path, monkeypatch):
     guard = DiskGuard(str(ws), 1)
     monkeypatch.setattr(usage, "tree_usage", lambda *a: None)
     assert [guard.over() for _ in range(3)] == [False, False, True]
-
-
-def test_a_workspace_that_cannot_be_measured_is_refused():
-    """On a host that is not root, a directory the program made unlistable in an earlier
-    session step hid everything beneath it, and the budget became inf + budget: never
-    passed (240 MiB written under 16). The first measure fails instead."""
-    tmp_path = Path(tempfile.mkdtemp())
-    (tmp_path / "locked").mkdir()
-    os.chmod(tmp_path / "locked", 0)
-    os.chmod(tmp_path, 0o755)
-    code = (f"import os, sys; sys.path[:0] = {sys.path!r}\n"
-            "from polyrl.sandbox._fs_usage import DiskGuard\n"
-            "if os.geteuid() == 0: os.setuid(65534)\n"
-            f"DiskGuard({str(tmp_path)!r}, 4)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    os.chmod(tmp_path / "locked", 0o700)
-    shutil.rmtree(tmp_path)
-    assert "cannot be listed" in out.stderr, out.stderr
 
 
 @pytest.mark.timeout(60)
