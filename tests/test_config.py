@@ -85,6 +85,24 @@ def test_bad_override_is_blamed_on_set_not_the_file():
     with pytest.raises(ConfigError) as e:
         load_config(None, ["train.lrr=1"])
     assert str(e.value) == "--set: train.lrr: unknown key (did you mean 'lr'?)"
+    # a misspelt section, or a domain id checked after loading: --set made them too
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["trian.lr=1e-4"])
+    assert str(e.value) == "--set: trian: unknown key (did you mean 'train'?)"
+    from polyrl.eval.setup import resolve_domains
+
+    cfg = load_config(None, ["domains=[{id: math/nope-v1}]"])
+    with pytest.raises(ConfigError) as e:
+        resolve_domains(cfg)
+    assert str(e.value).startswith("--set: domains.0.id: unknown domain id 'math/nope-v1'")
+
+
+def test_an_error_of_the_file_stays_the_files_beside_an_override(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("train:\n  lr: abc\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p, ["train.steps=3"])
+    assert str(e.value).startswith(f"{p}: train.lr:")
 
 
 def test_a_group_of_one_is_refused_with_the_reason(tmp_path):

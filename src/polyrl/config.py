@@ -14,6 +14,7 @@ model, once.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from importlib import resources
 from pathlib import Path
@@ -286,12 +287,18 @@ class RunConfig(_Section):
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
     eval: EvalSection = Field(default_factory=EvalSection)
     _source: str = PrivateAttr(default="<config>")
+    _set_keys: tuple[str, ...] = PrivateAttr(default=())
 
     @property
     def source(self) -> str:
         """The file this config was read from (``"--set"`` parts aside), for error
         messages raised after loading; ``"<config>"`` when built in code."""
         return self._source
+
+    def origin(self, key_path: str) -> str:
+        """Where ``key_path`` (``"domains.0.id"``) got its value, for error messages:
+        ``"--set"`` when an override set it or a section holding it, else ``source``."""
+        return "--set" if _overridden(key_path, self._set_keys) else self._source
 
     def __eq__(self, other: object) -> bool:
         """Equal values are equal configs, whichever file they came from."""
@@ -403,6 +410,13 @@ def config_from_dict(data: Any, file: str = "<config>") -> RunConfig:
     return cfg
 
 
+def _overridden(key_path: str, set_keys: tuple[str, ...] | list[str]) -> bool:
+    """Whether an override key set ``key_path``, a section holding it, or a key inside
+    it (``--set trian.lr=1`` made the unknown section ``trian``)."""
+    return any(key_path == k or key_path.startswith(k + ".") or k.startswith(key_path + ".")
+               for k in set_keys)
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
     """Load a YAML config (or the embedded quickstart when ``path`` is None).
 
@@ -431,6 +445,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         where = f"line {mark.line + 1}: " if mark is not None else ""
         raise ConfigError(file, "", f"{where}invalid YAML ({getattr(e, 'problem', e)})") from None
     data = data if data is not None else {}
+    base = copy.deepcopy(data)
     for item in overrides or []:
         if "=" not in item:
             raise ConfigError("--set", "", f"{item!r} must look like key.path=value")
@@ -455,13 +470,19 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                 node[part] = yaml.safe_load(value)
             else:
                 node = node.setdefault(part, {})
+    keys = tuple(item.split("=", 1)[0] for item in overrides or [])
     try:
-        return config_from_dict(data, file)
+        cfg = config_from_dict(data, file)
     except ConfigError as e:
-        keys = [item.split("=", 1)[0] for item in overrides or []]
-        if any(e.key_path == k or e.key_path.startswith(k + ".") for k in keys):
+        if keys and _overridden(e.key_path, keys):
+            try:  # the file alone is fine: the override made the error
+                config_from_dict(base, file)
+            except ConfigError:
+                raise e from None
             raise ConfigError("--set", e.key_path, e.reason) from None
         raise
+    cfg._set_keys = keys
+    return cfg
 
 
 def dump_config(cfg: RunConfig) -> str:

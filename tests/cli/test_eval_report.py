@@ -31,6 +31,22 @@ def test_eval_oracle_json_and_results_out(tmp_path: Path):
     assert set(rows[0]) >= {"task_id", "domain", "sample_index", "reward", "components", "error"}
 
 
+def test_eval_difficulty_restricts_the_levels(tmp_path: Path):
+    """A run's own eval uses its config's difficulties (the quickstart's: 1); without
+    --difficulty, `polyrl eval` drew every level and a run's model scored 0.06 where
+    its post eval said 0.23."""
+    for spec, levels in (("2", {2}), ("1-2", {1, 2})):
+        out = tmp_path / f"rows{spec}.jsonl"
+        r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "16",
+                   "--difficulty", spec, "--results-out", str(out))
+        assert r.returncode == 0, r.stderr
+        got = {json.loads(line)["difficulty"] for line in out.read_text().splitlines()}
+        assert got <= levels and (len(levels) == 1 or len(got) > 1), (spec, got)
+    r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "4",
+               "--difficulty", "hard")
+    assert r.returncode == 2 and "--difficulty" in r.stderr, r.stderr
+
+
 def test_eval_unknown_domain_is_one_line_error():
     r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v9")
     assert r.returncode == 2
@@ -99,3 +115,15 @@ def test_usage_errors_print_usage_and_exit_2_without_a_traceback(args, says):
                        timeout=120)
     assert r.returncode == 2
     assert says in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+def test_quiet_silences_the_libraries_progress_bars_too(tmp_path: Path):
+    """--quiet: no progress bars, transformers' "Loading weights" bar included (it
+    printed one per model load)."""
+    from polyrl.models.tiny import save_tiny
+
+    model = save_tiny(tmp_path / "model", seed=0, num_layers=1)
+    r = polyrl("eval", "--policy", f"hf:{model}", "--domains", "math/arith-v1", "--n", "2",
+               "--max-tokens", "4")
+    assert r.returncode == 0, r.stderr
+    assert "Loading" not in r.stderr and "%|" not in r.stderr, r.stderr

@@ -23,6 +23,9 @@ def test_exec_json_program_failure_is_exit_0():
     assert res["argv"] == ["bash", "-c", "echo out; echo err >&2; exit 4"]
     assert (res["exit_code"], res["signal"], res["limit_hit"], res["error"]) == (4, None, None, None)
     assert res["stdout"] == "out\n" and res["stderr"] == "err\n"
+    # ... as its help says (a newcomer scripting on $? read 0 as the program's success)
+    assert "whatever the program's own exit" in " ".join(
+        polyrl("sandbox", "exec", "--help").stdout.split())
 
 
 def test_exec_limits_flags():

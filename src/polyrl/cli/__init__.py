@@ -6,6 +6,7 @@ Each command lives in its own module and registers itself on ``app``.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -56,6 +57,9 @@ def _root(
 ) -> None:
     """RL post-training of language models across many verifiable domains."""
     state.quiet = quiet
+    if quiet:  # the libraries' own bars too (transformers' "Loading weights", hub
+        # downloads): read from the environment when they are imported
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
 def _register() -> None:

@@ -56,7 +56,7 @@ def _sizes(splits: dict[str, int | None]) -> str:
 def list_(json_: bool = typer.Option(False, "--json", help="One JSON object on stdout.")) -> None:
     """List registered domain ids with their split sizes and description.
 
-    The family is the id's first part; ``--json`` has every field.
+    The family is the id's first part; --json has every field.
     """
     from polyrl.domains import list_domains, skipped
 

@@ -30,6 +30,24 @@ def _domains(ids: str) -> list[Any]:
     return out
 
 
+def _difficulties(spec: str) -> list[int] | None:
+    """``"1"``, ``"1,3"`` or ``"1-3"`` -> difficulty levels; ``""`` -> None (all).
+    ConfigError naming ``--difficulty`` otherwise."""
+    if not spec.strip():
+        return None
+    out: list[int] = []
+    try:
+        for part in spec.split(","):
+            lo, _, hi = part.strip().partition("-")
+            out.extend(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise ConfigError("<cli>", "--difficulty",
+                          f"give levels like 1, 1,3 or 1-3, got {spec!r}") from None
+    if not out or min(out) < 1:
+        raise ConfigError("<cli>", "--difficulty", f"levels start at 1, got {spec!r}")
+    return sorted(set(out))
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -44,6 +62,10 @@ def eval_(
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
     max_tokens: int = typer.Option(512, "--max-tokens", help="Max new tokens per completion."),
     seed: int = typer.Option(0, "--seed", help="Task-selection and sampling seed."),
+    difficulty: str = typer.Option(
+        "", "--difficulty", metavar="<levels>",
+        help="Only these difficulty levels, e.g. 1 or 1-3 (default: all). A run's own "
+             "eval uses its config's domains.N.difficulty: the quickstart's is 1."),
     workers: int = typer.Option(0, "--workers", help="Scoring workers (0 = CPU count)."),
     results_out: Path | None = typer.Option(
         None, "--results-out", help="Write one JSON line per sample to this file."),
@@ -57,6 +79,7 @@ def eval_(
     from polyrl.scheduler import Scheduler
 
     doms = _domains(domains)
+    levels = _difficulties(difficulty)
     if n < 0:
         fail(f"--n: must be >= 0 (0 = all test tasks), got {n}", 2)
     unbounded = [d.id for d in doms if d.split_sizes().get("test") is None]
@@ -74,6 +97,7 @@ def eval_(
         try:
             rep = evaluate(pol, doms, n=n, samples=samples, sampling=sampling, seed=seed,
                            scheduler=sched,
+                           difficulty={d.id: levels for d in doms} if levels else None,
                            progress=lambda dom, done: hooks.update(done, dom))
         except ValueError as e:
             hooks.end()

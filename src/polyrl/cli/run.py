@@ -90,7 +90,7 @@ def run(
     Prints the run directory on stdout at the end; Ctrl-C leaves it resumable.
     """
     cfg = load_config(config, set_)
-    from polyrl.eval.setup import resolve_domains
+    from polyrl.domains.resolve import resolve_domains
 
     resolve_domains(cfg)  # unknown ids and missing data fail before a directory is made
     if print_config:

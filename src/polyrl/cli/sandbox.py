@@ -40,7 +40,10 @@ def doctor(json_: bool = typer.Option(False, "--json", help="One JSON object on 
         raise typer.Exit(1)
 
 
-@sandbox_app.command("exec")
+@sandbox_app.command("exec", epilog=(
+    "Exit status: 0 whenever the sandbox worked, whatever the program's own exit code "
+    "(read it from the result: exit_code, signal, limit_hit); 1 when the sandbox itself "
+    "failed; 2 for bad options."))
 def exec_(
     argv: list[str] = typer.Argument(..., help="Command to run (after --)."),
     backend: str = typer.Option("bwrap", "--backend", help="bwrap | process (no isolation)."),

@@ -18,7 +18,7 @@ import torch
 
 from polyrl.config import RunConfig
 from polyrl.domains.base import Domain
-from polyrl.domains.registry import get_domain
+from polyrl.domains.resolve import resolve_domains  # noqa: F401 (re-exported)
 from polyrl.errors import ConfigError
 from polyrl.eval.evaluate import heldout_tasks
 from polyrl.models.warmstart import Demo, build_base_model, cache_key
@@ -27,34 +27,6 @@ from polyrl.types import Task
 
 MULTI_TURN_DEMOS = 200
 """Demonstrations drawn per multi-turn domain (each needs an env reset)."""
-
-
-def resolve_domains(cfg: RunConfig) -> list[Domain]:
-    """The ``Domain`` of every ``cfg.domains`` entry (the config's order).
-
-    Raises:
-        ConfigError: no domains, an id is not registered (the message lists close ids),
-            or a domain's data set is unavailable (names the file and how to fix it).
-    """
-    if not cfg.domains:
-        raise ConfigError(cfg.source, "domains", "list at least one domain id")
-    out = []
-    for i, entry in enumerate(cfg.domains):
-        try:
-            dom = get_domain(entry.id)
-        except KeyError as e:
-            raise ConfigError(cfg.source, f"domains.{i}.id", str(e)) from None
-        try:  # a missing data set fails here, before a run directory is made
-            dom.split_sizes()
-        except ConfigError as e:
-            raise ConfigError(cfg.source, f"domains.{i}.id",
-                              f"{entry.id}: its data set is unavailable: {e}") from None
-        out.append(dom)
-    # the trainer and the curriculum look domains up by the config's id
-    for entry, dom in zip(cfg.domains, out, strict=True):
-        if dom.id != entry.id:
-            entry.id = dom.id
-    return out
 
 
 def difficulties(cfg: RunConfig) -> dict[str, list[int]]:
