@@ -96,7 +96,7 @@ def test_checker_passes(gsm):
 
 def test_missing_and_malformed_files(tmp_path, monkeypatch):
     missing = GSM8K(tmp_path / "nope.jsonl")  # construction never reads the file
-    with pytest.raises(ConfigError, match="nope.jsonl: GSM8K file not found"):
+    with pytest.raises(ConfigError, match="nope.jsonl: GSM8K data not found .set POLYRL_DATA_DIR"):
         missing.split_sizes()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "answer": "x\\n#### 3"}\n{"question": "q"}\n')

@@ -63,7 +63,7 @@ def test_prompt_echo_and_made_up_arguments_earn_little(shared_data: Path) -> Non
 
 
 def test_missing_files_give_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="BFCL file not found"):
+    with pytest.raises(ConfigError, match="BFCL data not found .set POLYRL_DATA_DIR"):
         load_bfcl(tmp_path)
     (tmp_path / "BFCL_v4_simple_python.json").write_text("{bad json\n")
     (tmp_path / "possible_answer_BFCL_v4_simple_python.json").write_text("")

@@ -69,8 +69,8 @@ class TatQaDomain(FinanceDomain):
         if self._tasks is not None:
             return self._tasks
         if not self.path.is_file():
-            raise ConfigError(str(self.path), "", f"{self.id}: TAT-QA data not found "
-                              "(pass path= or set POLYRL_DATA_DIR)")
+            raise ConfigError(str(self.path), "", f"{self.id}: TAT-QA data not found (set POLYRL_DATA_DIR "
+                              "to the folder holding tatqa/, or pass path= to the domain)")
         try:
             docs = json.loads(self.path.read_text())
         except json.JSONDecodeError as e:

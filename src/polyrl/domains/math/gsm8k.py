@@ -88,7 +88,8 @@ def load_gsm8k(path: str | Path) -> list[GSM8KItem]:
     """
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(str(path), "", "GSM8K file not found; pass path= or set POLYRL_DATA_DIR")
+        raise ConfigError(str(path), "", "GSM8K data not found (set POLYRL_DATA_DIR to the folder "
+                          "holding gsm8k/, or pass path= to the domain)")
     items = []
     with path.open(encoding="utf-8") as f:
         for i, raw in enumerate(f):

@@ -42,7 +42,8 @@ def default_bfcl_dir() -> Path:
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
-        raise ConfigError(str(path), "", "BFCL file not found (pass path= or set POLYRL_DATA_DIR)")
+        raise ConfigError(str(path), "", "BFCL data not found (set POLYRL_DATA_DIR to the folder "
+                          "holding bfcl/, or pass path= to the domain)")
     rows = []
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
