@@ -43,31 +43,32 @@ Limitations (real hazards, read before trusting a verdict):
   user RLIMIT_NPROC counts all the user's processes, so polyrl widens it by the number
   the user already runs: a fork bomb is still stopped, less tightly.
 - ``max_file_mib`` bounds each file, the private ``/tmp``, and how much the workspace
-  may grow during one execution. In the fork-server ``/workspace`` is a tmpfs of
-  ``max_file_mib`` plus the input files. Elsewhere it is a host directory, measured
-  while the program runs (``polyrl.sandbox._fs_usage``: by the warm sandbox's server
-  inside the sandbox, by the host for cold, ``process`` and session executions;
-  files its processes unlinked but hold open count too): past ``max_file_mib`` MiB of
-  blocks, or one file per 4 KiB of it, beyond what it held at the start, the program
-  is killed (``limit_hit="max_file_mib"``). The first measure is
-  0.02 s after the start, the next ones at intervals doubling up to 0.1 s (and spaced
-  so that walking costs at most 5% of the time): a program writes what the disk takes
-  in between (measured: 6-55 MiB written under a 4 MiB budget before the kill; before
-  this measure, ~10 GB in a 20 s wall limit). A directory the host cannot list (the program
-  removed its permissions, on a host that is not root) makes the execution fail
-  (``SandboxError``) before it starts, or kills it once it runs. This measure stops a
-  runaway program, not one that means to hide data from it: renames timed to the walk
-  (inotify), or files passed over a unix socket and closed (in flight: up to
-  ``RLIMIT_NOFILE`` x ``max_file_mib``, 64 GiB with the defaults), are not seen
-  (measured: 1 GB and 300 MiB written under budgets of 64 and 4 MiB, freed when the
-  execution ends, kept by a session step). What bounds those is the host's reserve:
-  when the workspace's filesystem has less than 2% of its blocks or inodes free (at
-  most 1 GiB / 10,000 inodes), running executions there are stopped, whichever wrote
-  it, and new ones fail with ``SandboxError`` until space is freed. Only the
-  fork-server's ``/workspace`` is a kernel-bounded tmpfs.
+  may grow during one execution. The kernel bounds it where the workspace is a tmpfs:
+  in the fork-server (``max_file_mib`` plus the input files) and in warm sandboxes
+  (``2 x max_file_mib``, inputs included; more input than ``max_file_mib`` runs cold);
+  the program then gets ENOSPC (``limit_hit="max_file_mib"``). Cold, ``process`` and
+  session executions work in a host directory, measured by the host while the program
+  runs (``polyrl.sandbox._fs_usage``; files its processes unlinked but hold open or
+  mapped count too): past ``max_file_mib`` MiB of blocks, or one file per 4 KiB of
+  it, beyond what it held at the start, the program is killed. The first measure is
+  0.02 s after the start, the next ones at intervals doubling up to 0.1 s (at most 1 s,
+  and spaced so that walking costs at most 5% of the time): a program writes what the
+  disk takes in between (measured: 6-55 MiB written under a 4 MiB budget before the
+  kill; before this measure, ~10 GB in a 20 s wall limit). A directory the host cannot
+  list (the program removed its permissions, on a host that is not root) makes the
+  execution fail (``SandboxError``) before it starts, or kills it once it runs. This
+  measure stops a runaway program, not one that means to hide data from it: renames
+  timed to the walk (inotify), or files passed over a unix socket and closed (in
+  flight: up to ``RLIMIT_NOFILE`` x ``max_file_mib``, 64 GiB with the defaults), are
+  not seen (measured: 1 GB and 300 MiB written under budgets of 64 and 4 MiB, freed
+  when the execution ends, kept by a session step). What bounds those is the host's
+  reserve: when the workspace's filesystem has less than 2% of its blocks or inodes
+  free (at most 1 GiB / 10,000 inodes), running executions there are stopped,
+  whichever wrote it, and new ones fail with ``SandboxError`` until space is freed.
 - Files take kernel memory that no limit counts (an inode, ~0.8 KiB, even when empty).
-  The fork-server's private tmpfs, and a warm sandbox's ``/tmp`` and ``/dev/shm``
-  (remounted by its server in a mount namespace of its own, emptied between executions),
+  The fork-server's private tmpfs, and a warm sandbox's ``/workspace``, ``/tmp`` and
+  ``/dev/shm`` (mounted by its server in a mount namespace of its own, emptied between
+  executions),
   hold at most one file per 4 KiB of their size. bwrap offers no such cap: a cold
   execution's ``/tmp`` and ``/dev/shm`` are counted by the host with the workspace
   (through ``/proc/<pid>/root``, same cadence) and the program is killed past the same

@@ -20,14 +20,17 @@ _SYS_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
 _EXEC_EMPTIED = ("/workspace", "/tmp", "/dev/shm")  # writable by the program; emptied
 
 
-def bounded_tmp(tmp_bytes):
+def bounded_tmp(tmp_bytes, workspace_bytes):
     """Once, at a warm server's start (single-threaded, before ``ExecIsolation``): move
     into a user and mount namespace of its own and mount ``/tmp`` and ``/dev/shm`` again
-    as tmpfs of ``tmp_bytes`` with one inode per 4 KiB page (``_inodes``; bwrap's tmpfs
-    bound bytes only, and empty files cost ~0.8 KiB of kernel memory each, measured at
-    ~100,000 files/s), binding again the read-only mounts beneath them (a Python
-    installation under ``/tmp``); then drop every capability. No cost per execution:
-    they share these (emptied between executions). Raises OSError."""
+    as tmpfs of ``tmp_bytes``, and ``/workspace`` as one of ``workspace_bytes`` (the
+    server writes each execution's input files there and reads back what it collects),
+    each with one inode per 4 KiB page (``_inodes``; bwrap's tmpfs bound bytes only, and
+    empty files cost ~0.8 KiB of kernel memory each, measured at ~100,000 files/s; a
+    host directory bounds nothing: measured, ~10 GB written in a 20 s wall limit),
+    binding again the read-only mounts beneath them (a Python installation under
+    ``/tmp``); then drop every capability. No cost per execution: they share these
+    (emptied between executions). Raises OSError."""
     uid, gid = os.getuid(), os.getgid()
     _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
     try:
@@ -35,8 +38,9 @@ def bounded_tmp(tmp_bytes):
             raise OSError(ctypes.get_errno(), "unshare")
         map_ids(f"{uid} {uid} 1".encode(), f"{gid} {gid} 1".encode())
         data = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
-        own_tmpfs([(b"/tmp", data), (b"/dev/shm", data)],
-                  _mounts_beneath(("/tmp", "/dev/shm")))
+        ws = f"size={workspace_bytes},nr_inodes={_inodes(workspace_bytes)},mode=700".encode()
+        own_tmpfs([(b"/tmp", data), (b"/dev/shm", data), (b"/workspace", ws)],
+                  _mounts_beneath(("/tmp", "/dev/shm", "/workspace")))
         _drop_caps()
     finally:
         _libc.prctl(4, 0, 0, 0, 0)

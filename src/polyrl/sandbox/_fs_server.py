@@ -69,7 +69,7 @@ class Job:
 
     __slots__ = ("req", "id", "t0", "deadline", "kill_at", "killed_for", "exited",
                  "status", "ru", "out", "err", "out_fd", "err_fd", "trunc_out", "trunc_err",
-                 "open", "pid", "pidfd", "dir", "limit", "setup_fd", "root_fd", "guard")
+                 "open", "pid", "pidfd", "dir", "limit", "setup_fd", "root_fd")
 
     def __init__(self, req, jobdir):
         self.req = req
@@ -91,7 +91,6 @@ class Job:
         self.limit = req["max_output_bytes"]
         self.setup_fd = -1
         self.root_fd = -1  # O_PATH fd of its workspace, to collect from
-        self.guard = None  # exec mode: DiskGuard of /workspace (a host directory)
 
 
 def stray_sweep(active_sids):
@@ -159,7 +158,8 @@ def main():
             ("/workspace", "/tmp", "/dev"))]
         try:
             if cfg.get("tmp_bytes"):
-                bounded_tmp(int(cfg["tmp_bytes"]))  # noqa: F821 (_fs_exec_isolation.py)
+                bounded_tmp(int(cfg["tmp_bytes"]),  # noqa: F821 (_fs_exec_isolation.py)
+                            int(cfg.get("workspace_bytes") or cfg["tmp_bytes"]))
             iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_exec_isolation.py)
         except OSError as e:
             iso, iso_errors = None, {"exec": str(e)}
@@ -226,17 +226,14 @@ def main():
         seq += 1
         jobdir = None if exec_mode else f"{ROOT}/{seq}"
         job = Job(req, jobdir)
-        if exec_mode:  # the host wrote the files into /workspace
-            if req.get("disk_mib"):
-                try:
-                    job.guard = DiskGuard("/workspace", req["disk_mib"])  # noqa: F821 (_fs_usage.py)
-                except OSError as e:
-                    send(ctl_out, {"id": job.id, "error": f"cannot measure /workspace: {e}"})
-                    return
-            if fork_child(job, lambda *fds: exec_child_main(req, iso, *fds)):  # noqa: F821
-                if job.guard is not None:  # every process here but this one is its
-                    job.guard.start(job.t0, lambda: [int(p) for p in os.listdir("/proc")
-                                                     if p.isdigit() and p != "1"])
+        if exec_mode:  # /workspace is our own tmpfs: the host's files come in the request
+            try:
+                _fill_workspace("/workspace", [(rel, base64.b64decode(b64)) for rel, b64  # noqa: F821
+                                               in (req.get("files") or {}).items()], -1, False)
+            except (OSError, ValueError) as e:
+                send(ctl_out, {"id": job.id, "error": f"setup failed: {e}", "spoiled": str(e)})
+                return
+            fork_child(job, lambda *fds: exec_child_main(req, iso, *fds))  # noqa: F821 (_fs_child.py)
             return
         if req.get("program") and req["program"] not in PROGRAMS:
             send(ctl_out, {"id": job.id, "error": f"unknown program {req['program']!r}"})
@@ -514,15 +511,8 @@ def main():
                 if job.exited:  # a daemon (own session) still holds the output pipes
                     kill_strays()
                 job.kill_at = now + 0.2
-            if (job.guard is not None and job.killed_for is None and not job.exited
-                    and job.guard.due(now) and job.guard.over()):
-                job.killed_for = "max_file_mib"  # /workspace grew past its budget
-                kill(job, signal.SIGKILL)
-                job.kill_at = time.monotonic() + 0.2
             if job.killed_for is None and not job.exited:
                 timeout = min(timeout, job.deadline - now)
-                if job.guard is not None:
-                    timeout = min(timeout, job.guard.next_at - now)
             if job.kill_at is not None:
                 timeout = min(timeout, job.kill_at - now)
         reaped = False

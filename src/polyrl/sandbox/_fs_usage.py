@@ -1,8 +1,8 @@
-"""How much a workspace has grown during one execution (stdlib only).
+"""How much a workspace on the host has grown during one execution.
 
-Imported by the host (cold bwrap and ``process`` executions, sessions) and sent as
-source text with the fork-server program (warm sandboxes measure their ``/workspace``
-inside the sandbox). A workspace that is a host directory has no size of its own: one
+Used by the host for cold bwrap and ``process`` executions and sessions (a warm
+sandbox's ``/workspace`` is a tmpfs its server mounts, bounded by the kernel, as the
+fork-server's). A workspace that is a host directory has no size of its own: one
 file is capped by ``RLIMIT_FSIZE``, but the number of files is not, so a program that
 writes file after file could fill the host's disk within its wall-clock limit. The
 ``DiskGuard`` measures the tree now and then while the program runs and says when it

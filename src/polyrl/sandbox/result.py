@@ -12,7 +12,7 @@ from polyrl.types import ExecResult
 
 _MEMORY = re.compile(rb"MemoryError|std::bad_alloc|Cannot allocate memory|out of memory",
                      re.IGNORECASE)
-_FSIZE = re.compile(rb"File too large|\[Errno 27\]")
+_FSIZE = re.compile(rb"File too large|\[Errno 27\]|No space left on device|\[Errno 28\]")
 _PIDS = re.compile(rb"Resource temporarily unavailable|BlockingIOError: \[Errno 11\]|"
                    rb"can't start new thread|Cannot fork|fork: retry")
 

@@ -23,8 +23,9 @@ from polyrl.sandbox.result import to_exec_result
 from polyrl.sandbox.runner import run_process
 from polyrl.sandbox.transcript import Transcript
 from polyrl.sandbox.warm import fits as warm_fits
+from polyrl.sandbox.warm import fits_files as warm_fits_files
 from polyrl.sandbox.warm import warm_pool
-from polyrl.sandbox.workspace import Workspace, collect_names
+from polyrl.sandbox.workspace import Workspace, _safe_rel, collect_names
 from polyrl.types import ExecResult
 
 if TYPE_CHECKING:
@@ -153,6 +154,10 @@ class Sandbox:
         """One execution in a warm sandbox; None when none can run here (then cold)."""
         argv = _argv_list(argv)
         data = stdin.encode() if isinstance(stdin, str) else stdin
+        inputs = {_safe_rel(rel): content.encode() if isinstance(content, str) else bytes(content)
+                  for rel, content in (files or {}).items()}
+        if not warm_fits_files(inputs, lim):
+            return None  # more input than a warm /workspace holds beside its budget: cold
         pool = warm_pool(self.python, lim.max_file_mib)
         started = time.time()
         with self._gate:
@@ -161,9 +166,8 @@ class Sandbox:
                 return None
             done = False
             try:
-                box.workspace.write_files(files)
                 raw, collected = box.run(argv, lim, cwd=bwrap_backend.inner_cwd(cwd),
-                                         stdin=data, collect=collect,
+                                         stdin=data, collect=collect, files=inputs,
                                          env=bwrap_backend.sandbox_env(env, self.python))
                 done = True
             finally:

@@ -9,7 +9,10 @@ it forks a child that joins a fresh user, IPC and UTS namespace, drops every cap
 (bounding set included), restricts itself with a Landlock domain (writes only beneath
 ``/workspace``, ``/tmp`` and ``/dev/shm``; no signals to, and no abstract unix sockets
 of, anything outside itself; no ptrace of the server), loads the seccomp filter and
-execs the program: a fresh interpreter per execution, as on the cold path. When the
+execs the program: a fresh interpreter per execution, as on the cold path. Its
+``/workspace``, ``/tmp`` and ``/dev/shm`` are tmpfs the server mounted at its start
+(``bounded_tmp``), bounded in bytes and files by the kernel; the server writes each
+execution's input files into ``/workspace`` (they come in the request). When the
 execution ends, pid 1 kills every other process at once (``kill(-1, SIGKILL)``: none
 can fork its way past a sweep) and reaps them, reads the files to collect, empties
 ``/workspace``, ``/tmp`` and ``/dev/shm`` and restores directory modes, times, xattrs
@@ -43,6 +46,10 @@ from polyrl.sandbox.limits import Limits, rlimits_beyond
 from polyrl.sandbox.runner import RawRun
 from polyrl.sandbox.workspace import Workspace
 
+WORKSPACE_FACTOR = 2
+"""A warm sandbox's ``/workspace`` is a tmpfs of ``WORKSPACE_FACTOR x max_file_mib``,
+input files included (at most ``max_file_mib`` of them, else the execution runs cold):
+the program may add at least ``max_file_mib`` to them, bounded by the kernel."""
 _SERVER_PIDS = 4096  # the server's own RLIMIT_NPROC; each execution has its own, exact one
 _SERVER_MEMORY_MIB = 1 << 20  # the server's own RLIMIT_AS (1 TiB)
 
@@ -51,6 +58,14 @@ def _server_limits(tmp_mib: int) -> Limits:
     """The limits of a warm sandbox's server (its hard rlimits cap every execution's)."""
     return Limits(timeout_s=1e9, cpu_s=1e9, memory_mib=_SERVER_MEMORY_MIB,
                   max_pids=_SERVER_PIDS, max_file_mib=tmp_mib)
+
+
+def fits_files(files: dict[str, bytes], lim: Limits) -> bool:
+    """Whether ``files`` fit a warm sandbox's ``/workspace`` with room to spare: at most
+    ``max_file_mib`` MiB (and one file per 4 KiB of it) in all."""
+    budget = lim.max_file_mib * 1024 * 1024
+    return (sum(len(d) for d in files.values()) <= budget
+            and len(files) <= budget // 4096)
 
 
 @functools.lru_cache(maxsize=64)
@@ -68,11 +83,12 @@ class WarmSandbox:
 
     Args:
         python: interpreter of the server (its installation is mounted read-only).
-        tmp_mib: size of the private ``/tmp`` in MiB.
+        tmp_mib: size of the private ``/tmp`` and ``/dev/shm`` in MiB (``/workspace``:
+            ``WORKSPACE_FACTOR`` times it).
 
     Attributes:
-        workspace: the host directory mounted at ``/workspace`` (the server empties it
-            after every execution).
+        workspace: the host directory bwrap binds at ``/workspace``, which the server's
+            own tmpfs covers (nothing of an execution reaches it).
         spoiled: None, or why this sandbox must not run another execution (the server
             could not restore it, or an execution failed outside the program).
 
@@ -95,7 +111,8 @@ class WarmSandbox:
         self.spoiled: str | None = None
         cfg = {"mode": "exec", "workers": 1, "preload": [], "programs": {},
                # its own inode-bounded /tmp and /dev/shm (Limits allow a float MiB)
-               "tmp_bytes": int(tmp_mib * 1024 * 1024)}
+               "tmp_bytes": int(tmp_mib * 1024 * 1024),
+               "workspace_bytes": int(WORKSPACE_FACTOR * tmp_mib * 1024 * 1024)}
         try:
             self.server = _Server(cfg, server_lim, python, workspace_path=self.workspace.path,
                                   slot=slot)
@@ -109,13 +126,14 @@ class WarmSandbox:
         return self.server.dead is not None or self.spoiled is not None
 
     def run(self, argv: list[str], lim: Limits, *, cwd: str, env: dict[str, str],
-            stdin: bytes | None = None, collect: list[str] | None = None
-            ) -> tuple[RawRun, dict[str, bytes]]:
+            stdin: bytes | None = None, collect: list[str] | None = None,
+            files: dict[str, bytes] | None = None) -> tuple[RawRun, dict[str, bytes]]:
         """Execute ``argv`` (resolved on ``env["PATH"]``) in ``cwd`` (a sandbox path).
 
-        Files are written into ``workspace.path`` beforehand by the caller; ``collect``
-        names workspace files the server reads back (inside the sandbox, never through
-        a symlink) before it empties the workspace.
+        ``files`` (normalised relative path -> content, at most ``max_file_mib`` MiB in
+        all: see ``fits_files``) are written into ``/workspace`` by the server first;
+        ``collect`` names workspace files the server reads back (inside the sandbox,
+        never through a symlink) before it empties the workspace.
 
         Returns:
             What the server observed (exit status, output, wall/CPU seconds, peak
@@ -128,7 +146,9 @@ class WarmSandbox:
         req: dict = {"id": next(self._ids), "argv": argv, "cwd": cwd, "env": env,
                      "rlimits": lim.rlimits(), "timeout_s": lim.timeout_s,
                      "grace_s": lim.kill_grace_s, "max_output_bytes": lim.max_output_bytes,
-                     "tmp_bytes": 0, "disk_mib": lim.max_file_mib}
+                     "tmp_bytes": 0}
+        if files:
+            req["files"] = {rel: base64.b64encode(data).decode() for rel, data in files.items()}
         if stdin:
             req["stdin"] = base64.b64encode(stdin).decode()
         if collect:
