@@ -42,9 +42,10 @@ def test_eval_difficulty_restricts_the_levels(tmp_path: Path):
         assert r.returncode == 0, r.stderr
         got = {json.loads(line)["difficulty"] for line in out.read_text().splitlines()}
         assert got <= levels and (len(levels) == 1 or len(got) > 1), (spec, got)
-    r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "4",
-               "--difficulty", "hard")
-    assert r.returncode == 2 and "--difficulty" in r.stderr, r.stderr
+    for bad in ("hard", "0", "9", "2-7"):  # one line, exit 2, before any work
+        r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "4",
+                   "--difficulty", bad)
+        assert r.returncode == 2 and r.stderr.startswith("--difficulty"), (bad, r.stderr)
 
 
 def test_eval_unknown_domain_is_one_line_error():

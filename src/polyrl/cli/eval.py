@@ -43,8 +43,8 @@ def _difficulties(spec: str) -> list[int] | None:
     except ValueError:
         raise ConfigError("<cli>", "--difficulty",
                           f"give levels like 1, 1,3 or 1-3, got {spec!r}") from None
-    if not out or min(out) < 1:
-        raise ConfigError("<cli>", "--difficulty", f"levels start at 1, got {spec!r}")
+    if not out or min(out) < 1 or max(out) > 5:
+        raise ConfigError("<cli>", "--difficulty", f"levels are 1..5, got {spec!r}")
     return sorted(set(out))
 
 
