@@ -241,16 +241,7 @@ def shells(tris: np.ndarray, n_verts: int) -> int:
 
     Vertices no triangle uses are not counted.
     """
-    t = np.asarray(tris, dtype=np.int64)
-    if len(t) == 0:
-        return 0
-    rows = np.concatenate([t[:, 0], t[:, 1]])
-    cols = np.concatenate([t[:, 1], t[:, 2]])  # two edges per triangle connect all three
-    graph = coo_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n_verts, n_verts))
-    n, _ = connected_components(graph, directed=False)
-    used = np.zeros(n_verts, dtype=bool)
-    used[t.ravel()] = True
-    return int(n) - int(n_verts - np.count_nonzero(used))  # each unused vertex: its own
+    return shell_labels(tris, n_verts)[1]
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -327,7 +318,7 @@ def shell_labels(tris: np.ndarray, n_verts: int) -> tuple[np.ndarray, int]:
     if len(t) == 0:
         return np.zeros(0, dtype=np.int64), 0
     rows = np.concatenate([t[:, 0], t[:, 1]])
-    cols = np.concatenate([t[:, 1], t[:, 2]])
+    cols = np.concatenate([t[:, 1], t[:, 2]])  # two edges per triangle connect all three
     graph = coo_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n_verts, n_verts))
     _, vert_label = connected_components(graph, directed=False)
     used, label = np.unique(vert_label[t[:, 0]], return_inverse=True)
