@@ -17,7 +17,7 @@ import pytest
 
 from polyrl.errors import SandboxError
 from polyrl.sandbox import Limits, Sandbox
-from polyrl.sandbox._fs_usage import DiskGuard, tree_usage
+from polyrl.sandbox.diskguard import DiskGuard, tree_usage
 
 from .conftest import is_warm
 
@@ -127,7 +127,7 @@ def test_tree_usage_holds_one_directory_open_at_a_time(tmp_path):
         fd = sub
     os.close(fd)
     code = (f"import resource, sys; sys.path[:0] = {sys.path!r}\n"
-            "from polyrl.sandbox._fs_usage import tree_usage\n"
+            "from polyrl.sandbox.diskguard import tree_usage\n"
             "resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))  # 300 levels: 300 fds\n"
             f"print(tree_usage({str(tmp_path)!r})[1])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -145,7 +145,7 @@ def test_what_cannot_be_measured_is_not_granted():
     os.chmod(tmp_path / "hidden", 0)
     os.chmod(tmp_path, 0o755)
     code = (f"import os, sys; sys.path[:0] = {sys.path!r}\n"
-            "from polyrl.sandbox._fs_usage import DiskGuard, tree_usage\n"
+            "from polyrl.sandbox.diskguard import DiskGuard, tree_usage\n"
             "if os.geteuid() == 0: os.setuid(65534)\n"
             f"print(tree_usage({str(tmp_path)!r}))\n"
             f"DiskGuard({str(tmp_path)!r}, 4)")
@@ -187,7 +187,7 @@ def test_the_walk_never_climbs_out_of_a_tree_that_moved(tmp_path, monkeypatch):
     a/b/c/d/e moved to the root, four levels above the workspace: the host's ``/``, as
     root, was walked). The walk notices and returns None; three such walks in a row
     count as over budget."""
-    import polyrl.sandbox._fs_usage as usage
+    import polyrl.sandbox.diskguard as usage
 
     ws = tmp_path / "ws"
     deep = ws / "a" / "b" / "c" / "d" / "e"
@@ -215,7 +215,7 @@ def test_the_host_keeps_its_disk_reserve_whatever_the_budget(monkeypatch):
     """Data hidden from the walk (renames timed by inotify, files in flight on a unix
     socket) still takes the host's disk: when the workspace's filesystem falls below
     its reserve, the execution is stopped however large its own budget."""
-    import polyrl.sandbox._fs_usage as usage
+    import polyrl.sandbox.diskguard as usage
     from polyrl.sandbox.workspace import _base_dir
 
     vfs = os.statvfs(_base_dir())

@@ -48,7 +48,7 @@ Limitations (real hazards, read before trusting a verdict):
   (``2 x max_file_mib``, inputs included; more input than ``max_file_mib`` runs cold);
   the program then gets ENOSPC (``limit_hit="max_file_mib"``). Cold, ``process`` and
   session executions work in a host directory, measured by the host while the program
-  runs (``polyrl.sandbox._fs_usage``; files its processes unlinked but hold open or
+  runs (``polyrl.sandbox.diskguard``; files its processes unlinked but hold open or
   mapped count too): past ``max_file_mib`` MiB of blocks, or one file per 4 KiB of
   it, beyond what it held at the start, the program is killed. The first measure is
   0.02 s after the start, the next ones at intervals doubling up to 0.1 s (at most 1 s,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from polyrl.errors import SandboxError
-from polyrl.sandbox._fs_usage import DiskGuard, descendants
+from polyrl.sandbox.diskguard import DiskGuard, descendants
 from polyrl.sandbox.limits import Limits
 from polyrl.sandbox.pool import FairGate
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from polyrl.errors import ConfigError, SandboxError, error_class_name
 from polyrl.sandbox import bwrap as bwrap_backend
 from polyrl.sandbox import process as process_backend
-from polyrl.sandbox._fs_usage import DiskGuard
+from polyrl.sandbox.diskguard import DiskGuard
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits, resolve_limits
 from polyrl.sandbox.pool import FairGate, admission
