@@ -92,7 +92,7 @@ class _Arch:
     socket: int
     socketpair: int
     x32: bool  # a second ABI shares the audit arch, told apart by a bit of the number
-    own: dict[str, int]  # calls allowed on the caller only (see the module doc)
+    own: dict[str, int]  # calls whose arguments the filter reads (see the module doc)
 
 
 _OWN_NUMBERS = {  # name: (x86_64, aarch64)
