@@ -83,6 +83,10 @@ def test_list_without_data_says_unavailable_and_prints_reasons_verbatim(tmp_path
     for domain_id in ("code/mbppplus-v1", "finance/tatqa-v1", "math/gsm8k-v1"):
         assert rows[domain_id]["splits"] is None, domain_id  # not an empty domain
         assert "data[v2]" in rows[domain_id]["error"]
+        # one line per domain says which, where and why, naming the domain once
+        assert domain_id not in rows[domain_id]["error"], rows[domain_id]["error"]
+        assert "data not found (set POLYRL_DATA_DIR" in rows[domain_id]["error"]
+        assert not rows[domain_id]["error"].startswith("ConfigError")
     table = polyrl("domains", "list", env=env)
     assert table.returncode == 0, table.stderr
     assert "unavailable" in table.stdout and "data[v2]" in table.stdout

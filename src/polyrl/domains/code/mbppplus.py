@@ -145,7 +145,7 @@ class MbppPlusDomain(CodeDomain):
         if self._rows is not None:
             return self._rows
         if not self.path.is_file():
-            raise ConfigError(str(self.path), "", f"{self.id}: MBPP+ data not found (set POLYRL_DATA_DIR "
+            raise ConfigError(str(self.path), "", "MBPP+ data not found (set POLYRL_DATA_DIR "
                               "to the folder holding mbppplus/, or pass path= to the domain)")
         opener = gzip.open if self.path.suffix == ".gz" else open
         rows = []

@@ -69,7 +69,7 @@ class TatQaDomain(FinanceDomain):
         if self._tasks is not None:
             return self._tasks
         if not self.path.is_file():
-            raise ConfigError(str(self.path), "", f"{self.id}: TAT-QA data not found (set POLYRL_DATA_DIR "
+            raise ConfigError(str(self.path), "", "TAT-QA data not found (set POLYRL_DATA_DIR "
                               "to the folder holding tatqa/, or pass path= to the domain)")
         try:
             docs = json.loads(self.path.read_text())
