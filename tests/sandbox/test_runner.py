@@ -115,6 +115,8 @@ def test_a_program_that_cannot_be_executed_exits_127_or_126(box: Sandbox):
     missing = box.run(["no-such-program-here", "x"])
     assert (missing.exit_code, missing.error) == (127, None), missing
     assert "no-such-program-here" in missing.stderr
+    if box.backend == "bwrap":  # cold and warm word it alike (bwrap said "bwrap: execvp")
+        assert missing.stderr.startswith("polyrl sandbox: no-such-program-here: No such file")
     for path in ("/etc/passwd", "/usr"):  # not executable, a directory
         res = box.run([path])
         assert (res.exit_code, res.error) == (126, None), (path, res)

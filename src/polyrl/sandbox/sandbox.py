@@ -235,7 +235,7 @@ class Sandbox:
             os.close(status_w)
             status_w = -1
             _check_bwrap_started(status_r, block_r, raw.stderr, raw.killed_for)
-            raw.returncode = _exec_failure_status(raw.returncode, raw.stderr)
+            raw.returncode, raw.stderr = _exec_failure(raw.returncode, raw.stderr)
         finally:
             prep.close()
             for fd in (status_r, status_w, block_r, block_w):
@@ -257,13 +257,16 @@ def _argv_list(argv: list[str] | str) -> list[str]:
     return [str(a) for a in argv]
 
 
-def _exec_failure_status(returncode: int | None, stderr: bytes) -> int | None:
+def _exec_failure(returncode: int | None, stderr: bytes) -> tuple[int | None, bytes]:
     """A cold execution whose program could not be executed: bwrap says ``bwrap: execvp
     PROG: REASON`` and exits 1; report 127 (not found) or 126 (found, not executable),
-    as a shell does and as warm executions do. Anything else: ``returncode``."""
-    if returncode != 1 or not stderr.startswith(b"bwrap: execvp "):
-        return returncode
-    return 127 if stderr.rstrip().endswith(b": No such file or directory") else 126
+    as a shell does, and the message as warm executions word it (``polyrl sandbox:
+    PROG: REASON``: bwrap wrote it, the program never ran). Anything else: unchanged."""
+    prefix = b"bwrap: execvp "
+    if returncode != 1 or not stderr.startswith(prefix):
+        return returncode, stderr
+    status = 127 if stderr.rstrip().endswith(b": No such file or directory") else 126
+    return status, b"polyrl sandbox: " + stderr[len(prefix):]
 
 
 def _check_bwrap_started(status_r: int, block_r: int, stderr: bytes,
