@@ -78,7 +78,22 @@ def test_fifos_in_the_workspace_are_refused_not_waited_on(sb: Sandbox):
 @pytest.mark.parametrize("plant", ["mkfifo", "mkdir"])
 def test_a_planted_control_file_neither_hangs_nor_breaks_the_session(sb: Sandbox, plant: str):
     with sb.session(limits=Limits(timeout_s=5)) as s:
-        r = s.run(f"cd sub 2>/dev/null; trap - EXIT; rm -f /run/polyrl/cwd; {plant} /run/polyrl/cwd")
-        assert r.exit_code == 0 and s.cwd == "/workspace"  # the old cwd is kept
+        s.run(f"cd sub 2>/dev/null; trap - EXIT; rm -f /run/polyrl/cwd; {plant} /run/polyrl/cwd")
+        assert s.cwd == "/workspace"  # the old cwd is kept
         r = s.run("mkdir -p d && cd d && pwd")
         assert r.stdout.strip() == "/workspace/d" and s.cwd == "/workspace/d"
+
+
+def test_a_step_cannot_write_beside_its_control_file(sb: Sandbox):
+    """Only the cwd file is bound into the sandbox, not its host directory: nothing
+    measured that directory (one step wrote 58 MiB and 3,000 files there under a 4 MiB
+    budget, kept on the host until the session closed)."""
+    import os
+
+    with sb.session(limits=Limits(timeout_s=5, max_file_mib=1)) as s:
+        r = s.run("head -c 900000 /dev/zero > /run/polyrl/f1; head -c 900000 /dev/zero"
+                  " > /run/polyrl/f2; : > /run/polyrl/e; mkdir /run/polyrl/d; cd /tmp; pwd")
+        assert r.stdout.strip() == "/tmp"
+        assert sorted(os.listdir(s._ctl)) == ["cwd"]
+        assert s.cwd == "/workspace"  # outside the workspace: not taken
+        assert s.run("mkdir -p a && cd a").exit_code == 0 and s.cwd == "/workspace/a"

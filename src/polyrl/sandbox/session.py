@@ -108,18 +108,14 @@ class SandboxSession:
         isolated = self.sandbox.backend == "bwrap"
         root = "/workspace" if isolated else self.workspace.path
         if isinstance(command, str):
-            cwd_file = os.path.join(self._ctl, "cwd")
-            if os.path.lexists(cwd_file):  # the last step may have made it a dir
-                if os.path.isdir(cwd_file) and not os.path.islink(cwd_file):
-                    remove_tree(cwd_file)
-                else:
-                    os.unlink(cwd_file)
+            cwd_file = self._fresh_cwd_file()
             inner_cwd = self.cwd.replace("/workspace", root, 1)
             step_env = dict(env or {}, POLYRL_CWD=inner_cwd, POLYRL_CMD=command,
                             POLYRL_ROOT=root, POLYRL_CTL="/run/polyrl" if isolated else self._ctl)
             res = self.sandbox._execute(
                 ["bash", "-c", _STEP], lim, self.workspace, self._slot, cwd=root, stdin=stdin,
-                env=step_env, extra_binds=[(self._ctl, "/run/polyrl", True)] if isolated else None)
+                env=step_env,
+                extra_binds=[(cwd_file, "/run/polyrl/cwd", True)] if isolated else None)
             res.argv = ["bash", "-c", command]
             self._update_cwd(cwd_file, root)
         else:
@@ -129,9 +125,31 @@ class SandboxSession:
         self.sandbox._record(res, lim, "session")
         return res
 
+    def _fresh_cwd_file(self) -> str:
+        """An empty control file for the next step's cwd, owned by the sandbox's uid.
+
+        Only this one file is bound into the sandbox (at ``/run/polyrl/cwd``), never its
+        directory: a bound host directory is one that nothing measures (measured: 1 GB
+        and 3,000 files written there by one step under a 4 MiB budget, kept until the
+        session closed). One file is capped by ``RLIMIT_FSIZE`` and emptied each step."""
+        cwd_file = os.path.join(self._ctl, "cwd")
+        if os.path.lexists(cwd_file):  # the process backend's last step may have made it a dir
+            if os.path.isdir(cwd_file) and not os.path.islink(cwd_file):
+                remove_tree(cwd_file)
+            else:
+                os.unlink(cwd_file)
+        fd = os.open(cwd_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        try:
+            if self._slot is not None:
+                os.fchown(fd, self._slot.uid, self._slot.uid)
+        finally:
+            os.close(fd)
+        return cwd_file
+
     def _update_cwd(self, cwd_file: str, root: str) -> None:
-        # the program can write the control directory: a fifo there must not block us
-        # (O_NONBLOCK), nor a directory or a link stop the session
+        # the program writes the control file (the process backend: its directory): a
+        # fifo there must not block us (O_NONBLOCK), nor a directory or a link stop us
         try:
             fd = os.open(cwd_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
