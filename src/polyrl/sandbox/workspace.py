@@ -242,7 +242,7 @@ class Workspace:
 
 def _link_copier() -> Callable[[str, str], str]:
     """A ``copy_function`` for one ``shutil.copytree`` that keeps hard links: the first
-    name of a file is copied (``shutil.copy2``), its other names in the tree are linked
+    name of a file is copied (``_copy_sparse``, holes kept), its other names in the tree are linked
     to that copy. Copying each name again multiplied the data (measured: 200 links to
     one 15 MiB file, a 16 MiB workspace, made a 3 GiB snapshot on the host)."""
     first: dict[tuple[int, int], str] = {}
@@ -255,9 +255,56 @@ def _link_copier() -> Callable[[str, str], str]:
                 os.link(first[key], dst)
                 return dst
             first[key] = dst
-        return shutil.copy2(src, dst)
+        _copy_sparse(src, dst)
+        shutil.copystat(src, dst)  # as shutil.copy2: mode, times, xattrs
+        return dst
 
     return copy
+
+
+def _copy_sparse(src: str, dst: str) -> None:
+    """Copy the regular file ``src`` to the new file ``dst``, holes kept as holes.
+
+    ``shutil.copy2`` writes a hole as zeros: a program's sparse files (``truncate -s``,
+    no block allocated, so nothing the workspace measure counts) became real data on
+    the host (measured: a 4 KiB workspace of 40 sparse 16 MiB files made a 641 MiB
+    snapshot; one step under the default limits may leave 16,384 of 64 MiB: 1 TiB).
+    Only the data segments (``SEEK_DATA`` / ``SEEK_HOLE``) are copied.
+
+    Raises:
+        shutil.SpecialFileError: ``src`` is no regular file (a fifo: never waited on).
+        OSError: a read or write failed.
+    """
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise shutil.SpecialFileError(f"`{src}` is not a regular file")
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                      | os.O_CLOEXEC, 0o600)
+        try:
+            pos = 0
+            while pos < st.st_size:
+                try:
+                    start = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError as e:
+                    if e.errno == errno.ENXIO:  # only a hole is left
+                        break
+                    raise
+                end = min(os.lseek(fd, start, os.SEEK_HOLE), st.st_size)
+                while start < end:
+                    chunk = os.pread(fd, min(end - start, 1 << 20), start)
+                    if not chunk:  # the file shrank meanwhile
+                        end = start
+                        break
+                    os.pwrite(out, chunk, start)
+                    start += len(chunk)
+                pos = end
+            os.ftruncate(out, st.st_size)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
