@@ -122,3 +122,15 @@ def test_snapshot_keeps_sparse_files_sparse(sb: Sandbox):
         assert data[2:-2].count(0) == len(data) - 4
         assert os.stat(os.path.join(s.workspace.path, "d/m2")).st_nlink == 2
         assert s.run("stat -c %s s8").stdout.strip() == str(16 << 20)
+
+
+def test_snapshot_of_a_too_deep_tree_fails_typed_and_leaves_nothing(sb: Sandbox):
+    import os
+
+    with sb.session(limits=Limits(timeout_s=5)) as s:
+        r = s.run("python3 -c \"import os\nfor i in range(1200): os.mkdir('d'); os.chdir('d')\"")
+        assert r.exit_code == 0, r.stderr
+        with pytest.raises(SandboxError, match="cannot snapshot"):
+            s.snapshot()  # was a RecursionError, its partial copy left until close
+        assert os.listdir(s._snap_dir) == []
+        assert s.run("echo ok").stdout == "ok\n"

@@ -197,7 +197,8 @@ class Workspace:
         """Copy the whole tree to ``dest`` (symlinks copied as links, never followed).
 
         Raises:
-            SandboxError: something could not be copied (e.g. a fifo or socket).
+            SandboxError: something could not be copied (e.g. a fifo or socket, a tree
+                deeper than Python's recursion limit); nothing of it is left.
         """
         try:
             shutil.copytree(self.path, dest, symlinks=True, copy_function=_link_copier())
@@ -205,6 +206,10 @@ class Workspace:
             remove_tree(dest)
             first = e.args[0][0] if e.args and e.args[0] else e
             raise SandboxError(f"cannot snapshot the workspace: {first}") from e
+        except (OSError, RecursionError) as e:  # a tree deeper than Python's recursion
+            if os.path.lexists(dest):
+                remove_tree(dest)
+            raise SandboxError(f"cannot snapshot the workspace: {e}") from e
 
     def clear(self) -> None:
         """Empty the workspace in place (its mounts stay valid) and restore its mode 0700.
