@@ -289,3 +289,44 @@ def test_a_warm_workspace_is_a_tmpfs_the_kernel_bounds(sb: Sandbox):
     big = {"big.bin": b"x" * (5 << 20)}  # over max_file_mib: cold, a host directory
     res = sb.run_python(code, limits=LIM, files=big)
     assert res.exit_code == 0 and not res.stdout.startswith("8 "), res.stdout
+
+
+MAPS = r"""
+import ctypes, os, time
+d = "/workspace"
+for i in range(15):  # a 3.8 KiB path: each line of /proc/<pid>/maps as long
+    d += "/" + "a" * 250
+    os.makedirs(d)
+open(d + "/f", "wb").write(b"x" * 4096)
+libc = ctypes.CDLL(None)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+for _ in range(2):
+    if os.fork() == 0:
+        fd = os.open(d + "/f", os.O_RDONLY)
+        start = libc.mmap(None, 60000 * 4096, 1, 2, fd, 0)
+        for i in range(30000):  # every other page inaccessible: 60,000 mappings
+            libc.mprotect(ctypes.c_void_p(start + (2 * i + 1) * 4096), 4096, 0)
+        time.sleep(30)
+        os._exit(0)
+time.sleep(30)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_costly_proc_scan_neither_holds_the_host_nor_outlasts_the_wall_limit():
+    """The guard reads each process's /proc/<pid>/maps: 2 processes of 60,000 mappings
+    of a file with a long path are 460 MB of text to produce. It held the host's
+    thread (and the wall limit, checked between scans) for 9.3 s of a 4 s limit (8
+    processes: 31 s, 28 s of the host's CPU); a scan now stops after SCAN_BUDGET_S."""
+    import time
+
+    box = Sandbox(limits=Limits(timeout_s=1.5, cpu_s=10, max_pids=16), warm=False)
+    with box.session() as s:
+        s.write_file("maps.py", MAPS)
+        cpu = time.thread_time()
+        res = s.run("python3 maps.py")
+        cpu = time.thread_time() - cpu
+    assert res.limit_hit in ("timeout_s", "max_file_mib"), res
+    assert res.wall_s < 3.0 and cpu < 2.0, (res.wall_s, cpu)

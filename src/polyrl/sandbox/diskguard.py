@@ -27,6 +27,7 @@ CHECK_EVERY_S = 0.1  # the interval doubles from FIRST_CHECK_S up to this
 COST_SHARE = 0.05  # walking takes at most this share of the wall time between walks
 MAX_INTERVAL_S = 1.0  # ... but checks are never further apart than this
 INCONCLUSIVE_WALKS = 3  # walks in a row the tree moved under: counted as over budget
+SCAN_BUDGET_S = 0.5  # one check's scan of the processes' /proc; past it: inconclusive
 TMPFS_SLACK_INODES = 64  # what a fresh sandbox tmpfs holds (its root, mount points)
 RESERVE_FRACTION = 0.02  # of the workspace filesystem's blocks and inodes, kept free ...
 RESERVE_MAX_BYTES = 1 << 30  # ... but never more than 1 GiB / 10,000 inodes of it
@@ -123,7 +124,33 @@ def tree_usage(root, stop_bytes=float("inf"), stop_entries=float("inf")):
     return total, entries
 
 
-def open_unlinked_bytes(pids, dev):
+def _deleted_mappings(pid, deadline):
+    """``map_files/<range>`` of one mapping per deleted file (the ``(deleted)`` lines
+    of ``/proc/<pid>/maps``, one per device and inode), read in chunks; None when
+    ``deadline`` passes first (a program can make this file large: 65,530 mappings of a
+    file with a 4 KiB path are 231 MB of text, 3.9 s of the host's CPU to produce).
+    Raises OSError."""
+    fd = os.open(f"/proc/{pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
+    found, rest = {}, b""
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                return None
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                if line.endswith(b" (deleted)"):
+                    fields = line.split(None, 5)  # range perms offset dev inode path
+                    found.setdefault((fields[3], fields[4]), fields[0].decode())
+    finally:
+        os.close(fd)
+    return ["map_files/" + r for r in found.values()]
+
+
+def open_unlinked_bytes(pids, dev, deadline=float("inf")):
     """Allocated bytes of the regular files on device ``dev`` (the workspace's
     filesystem) that the processes ``pids`` hold open or mapped with no name left: a
     file written, unlinked and kept open takes the disk and is invisible to
@@ -131,18 +158,26 @@ def open_unlinked_bytes(pids, dev):
     number). Each file counts once; processes and descriptors that vanish meanwhile are
     skipped. Needs ptrace-read access to the processes (the host, or the warm sandbox's
     server); mappings (``/proc/<pid>/map_files``) need ``CAP_SYS_ADMIN`` or
-    ``CAP_CHECKPOINT_RESTORE`` as well (a root host), else they are not seen."""
+    ``CAP_CHECKPOINT_RESTORE`` as well (a root host), else they are not seen.
+
+    None when ``deadline`` (``time.monotonic()``) passes before every process was
+    scanned: the program decides how much there is to read (processes x descriptors
+    and mappings; measured, 8 processes of 60,000 mappings held the host's thread for
+    23 s of CPU in a 4 s wall limit, which it could not enforce meanwhile)."""
     seen = set()
     total = 0
     for pid in pids:
         try:
             names = [f"fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd")]
-            with open(f"/proc/{pid}/maps", "rb") as f:  # mappings of files with no name
-                names += ["map_files/" + line.split(None, 1)[0].decode() for line in f
-                          if line.endswith(b" (deleted)\n")]
+            mapped = _deleted_mappings(pid, deadline)  # mappings of files with no name
         except OSError:
             continue
-        for name in names:
+        if mapped is None:
+            return None
+        names += mapped
+        for i, name in enumerate(names):
+            if i % 256 == 0 and time.monotonic() > deadline:
+                return None
             try:  # map_files only where the kernel lets us read it
                 st = os.stat(f"/proc/{pid}/{name}")
             except OSError:
@@ -239,27 +274,39 @@ class DiskGuard:
         """Walk the workspace: True when it holds more than its budget (or cannot be
         measured). Schedules the next check."""
         t0 = time.monotonic()
+        verdict, again = self._measure()
+        t1 = time.monotonic()  # the whole check: the walk and the scan of /proc
+        self.interval = min(CHECK_EVERY_S, 2 * self.interval)
+        self.next_at = t1 if again else t1 + min(
+            MAX_INTERVAL_S, max(self.interval, (t1 - t0) / COST_SHARE))
+        return verdict
+
+    def _measure(self):
+        """``(over budget, check again at once)``; inconclusive checks (the tree moved
+        under the walk, or the scan of the processes ran past ``SCAN_BUDGET_S``) count
+        as over budget ``INCONCLUSIVE_WALKS`` times in a row."""
         try:
             if not reserve_left(self.root):  # whoever filled it: the host comes first
-                return True
+                return True, False
             usage = tree_usage(self.root, self.stop_bytes, self.stop_entries)
         except OSError:  # the root itself is gone or unreadable: cannot be measured
-            return True
-        t1 = time.monotonic()
-        self.interval = min(CHECK_EVERY_S, 2 * self.interval)
-        self.next_at = t1 + min(MAX_INTERVAL_S, max(self.interval, (t1 - t0) / COST_SHARE))
+            return True, False
         if usage is None:  # moved under the walk: again soon; too often is over budget
             self.inconclusive += 1
-            self.next_at = t1
-            return self.inconclusive >= INCONCLUSIVE_WALKS
-        self.inconclusive = 0
+            return self.inconclusive >= INCONCLUSIVE_WALKS, True
         used, files = usage
         if self.pids is not None and used <= self.stop_bytes:
             pids = self.pids()
-            used += open_unlinked_bytes(pids, self.dev)
+            unlinked = open_unlinked_bytes(pids, self.dev,
+                                           time.monotonic() + SCAN_BUDGET_S)
+            if unlinked is None:  # too much to read: not granted either, nor re-read soon
+                self.inconclusive += 1
+                return self.inconclusive >= INCONCLUSIVE_WALKS, False
+            used += unlinked
             if self.sandbox_tmpfs and len(pids) > 1 and self._tmpfs_full(pids[1]):
-                return True
-        return used > self.stop_bytes or files > self.stop_entries
+                return True, False
+        self.inconclusive = 0
+        return used > self.stop_bytes or files > self.stop_entries, False
 
     def _tmpfs_full(self, pid):
         """Whether a tmpfs of the sandbox of ``pid`` (its ``sandbox_tmpfs`` paths, seen
