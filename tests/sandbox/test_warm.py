@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
+import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -459,3 +463,37 @@ def test_a_fractional_max_file_mib_runs_warm(max_file_mib):
     res = box.run_python("import os; print(os.statvfs('/tmp').f_blocks > 0)",
                          raise_errors=False)
     assert (res.error, res.exit_code, res.stdout) == (None, 0, "True\n"), res
+
+
+def _stat_fields(st: os.stat_result, **changed: int) -> SimpleNamespace:
+    names = ("st_mode", "st_atime_ns", "st_mtime_ns", "st_ctime_ns", "st_size", "st_nlink")
+    return SimpleNamespace(**{**{n: getattr(st, n) for n in names}, **changed})
+
+
+def test_an_entry_left_in_an_emptied_directory_shows_without_ctime():
+    """The reset skips a warm sandbox whose watched directories look unchanged. Where
+    ctime has the clock tick's granularity (tmpfs before Linux 6.13), a program done
+    within the tick of the last reset, that sets its directory's atime/mtime back, left
+    ctime as it was: the stamp must still differ (size, links) on tmpfs, which every
+    emptied directory of a warm sandbox is (its server mounts them)."""
+    from polyrl.sandbox import forkserver
+
+    here = Path(forkserver.__file__)
+    src = "\n".join(here.with_name(n).read_text()  # as the server program is made
+                    for n in ("_fs_isolation.py", "_fs_exec_isolation.py"))
+    ns: dict = {}
+    exec(compile(src, "_fs_exec_isolation", "exec"), ns)  # definitions only
+    stamp = ns["dir_stamp"]
+    for root in ("/dev/shm",):  # a tmpfs, as in a warm sandbox
+        for name, make in (("file", lambda p: open(p, "w").close()), ("dir", os.mkdir)):
+            d = tempfile.mkdtemp(dir=root)
+            try:
+                before = os.stat(d)
+                make(os.path.join(d, "left"))
+                os.utime(d, ns=(before.st_atime_ns, before.st_mtime_ns))
+                after = _stat_fields(os.stat(d), st_ctime_ns=before.st_ctime_ns)
+                old = stamp(_stat_fields(before))
+                assert stamp(after)[:4] == old[:4]  # times and mode tell nothing here
+                assert stamp(after) != old, (root, name)
+            finally:
+                shutil.rmtree(d)

@@ -189,16 +189,27 @@ class ExecIsolation:
         return "; ".join(problems) or None
 
     def _stats(self):
-        """Mode, atime, mtime and ctime of the watched directories (any entry made or
-        removed changes mtime; chmod, utime and xattrs change ctime)."""
+        """``dir_stamp`` of each watched directory (None: gone or unreadable)."""
         out = []
         for d in self.dirs:
             try:
-                st = os.stat(d)
-                out.append((st.st_mode, st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns))
+                out.append(dir_stamp(os.stat(d)))
             except OSError:
                 out.append(None)
         return out
+
+
+def dir_stamp(st):
+    """What tells whether a watched directory changed between two resets: mode, atime,
+    mtime, ctime (an entry made or removed changes mtime; chmod, utime and xattrs
+    change ctime), size and link count. The program may set atime and mtime back
+    (it owns the directory), and where the kernel stamps ctime at the clock tick's
+    granularity (tmpfs before Linux 6.13's multigrain timestamps, ~4 ms) a program done
+    within the tick of the last reset left ctime as it was: the size (tmpfs counts 20
+    bytes per entry) and the link count (one per subdirectory) still tell an entry
+    left in a directory that the reset had emptied."""
+    return (st.st_mode, st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns, st.st_size,
+            st.st_nlink)
 
 
 def _mount_id(path):
