@@ -311,7 +311,17 @@ class DiskGuard:
     def _tmpfs_full(self, pid):
         """Whether a tmpfs of the sandbox of ``pid`` (its ``sandbox_tmpfs`` paths, seen
         through ``/proc/<pid>/root``) holds more than one file per 4 KiB of the budget
-        (bwrap sizes them, but cannot cap their inodes)."""
+        (bwrap sizes them, but cannot cap their inodes). A process whose root still is
+        the host's has not entered its sandbox yet (the clock starts when bwrap is
+        released, which may be before it set the sandbox up: a start through
+        ``bwrap.popen``'s trampoline takes a fresh interpreter first): its ``/tmp`` is the
+        host's, not counted (it was, and the execution killed before it ran)."""
+        try:
+            root, host = os.stat(f"/proc/{pid}/root"), os.stat("/")
+        except OSError:
+            return False
+        if (root.st_dev, root.st_ino) == (host.st_dev, host.st_ino):
+            return False
         for path in self.sandbox_tmpfs:
             try:
                 vfs = os.statvfs(f"/proc/{pid}/root{path}")
