@@ -46,8 +46,12 @@ Limitations (real hazards, read before trusting a verdict):
   may grow during one execution. The kernel bounds it where the workspace is a tmpfs:
   in the fork-server (``max_file_mib`` plus the input files) and in warm sandboxes
   (``2 x max_file_mib``, inputs included; more input than ``max_file_mib`` runs cold);
-  the program then gets ENOSPC (``limit_hit="max_file_mib"``). Cold, ``process`` and
-  session executions work in a host directory, measured by the host while the program
+  the program then gets ENOSPC (``limit_hit="max_file_mib"``), and in bwrap sessions
+  (``polyrl.sandbox.keeper``: a tmpfs per session, resized before each step to what it
+  holds plus ``max_file_mib``, one file per 4 KiB of it; it takes the host's memory, not
+  its disk; ``POLYRL_SESSION_TMPFS=0``, or a host that refuses a user namespace, keeps a
+  measured host directory: ``SandboxSession.kernel_bounded``). Cold, ``process`` and
+  such session executions work in a host directory, measured by the host while the program
   runs (``polyrl.sandbox.diskguard``; files its processes unlinked but hold open or
   mapped count too): past ``max_file_mib`` MiB of blocks, or one file per 4 KiB of
   it, beyond what it held at the start, the program is killed. The first measure is
@@ -61,7 +65,7 @@ Limitations (real hazards, read before trusting a verdict):
   timed to the walk (inotify), or files passed over a unix socket and closed (in
   flight: up to ``RLIMIT_NOFILE`` x ``max_file_mib``, 64 GiB with the defaults), are
   not seen (measured: 1 GB and 300 MiB written under budgets of 64 and 4 MiB, freed
-  when the execution ends, kept by a session step). What bounds those is the host's
+  when the execution ends; a kernel-bounded session step: 4 of 64 MiB). What bounds those is the host's
   reserve: when the workspace's filesystem has less than 2% of its blocks or inodes
   free (at most 1 GiB / 10,000 inodes), running executions there are stopped,
   whichever wrote it, and new ones fail with ``SandboxError`` until space is freed.

@@ -55,6 +55,16 @@ def _python_binds(python: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(paths), tuple(hidden)
 
 
+def host_view_for(python: str | None = None) -> hostview.HostView:
+    """The host view that ``prepare`` enters as root (for a session keeper to copy).
+
+    Raises:
+        SandboxUnavailableError: bwrap or the host view is not available.
+    """
+    binds, _ = _python_binds(python or sys.executable)
+    return hostview.host_view(list(binds) + [hostview.find_bwrap()])
+
+
 def inner_cwd(cwd: str) -> str:
     """The sandbox path of ``cwd`` (relative: beneath ``/workspace``; absolute: as is)."""
     return cwd if os.path.isabs(cwd) else os.path.normpath(os.path.join(WORKSPACE, cwd))
@@ -98,7 +108,8 @@ def kill_uid(uid: int, sig: int, spare_pid: int = -1) -> None:
             pass
 
 
-# Enters the host view, becomes the slot uid, sets the rlimits, execs bwrap: what
+# Enters the host view (or a session keeper's namespaces), becomes the slot uid (if
+# any), sets the rlimits, execs bwrap: what
 # ``preexec`` does, in a fresh single-threaded interpreter (see ``popen``).
 _TRAMPOLINE = r"""
 import ctypes, json, os, resource, sys
@@ -110,9 +121,10 @@ for fd, flag in ((spec["userns_fd"], 0x10000000), (spec["mntns_fd"], 0x00020000)
         os._exit(126)
     os.close(fd)
 os.chdir("/")
-os.setgroups([])
-os.setresgid(spec["slot"], spec["slot"], spec["slot"])
-os.setresuid(spec["slot"], spec["slot"], spec["slot"])
+if spec["slot"] is not None:
+    os.setgroups([])
+    os.setresgid(spec["slot"], spec["slot"], spec["slot"])
+    os.setresuid(spec["slot"], spec["slot"], spec["slot"])
 for res, soft, hard in spec["rlimits"]:
     resource.setrlimit(res, (soft, hard))
 os.execv(sys.argv[2], sys.argv[2:])
@@ -193,6 +205,7 @@ def prepare(
     extra_binds: list[tuple[str, str, bool]] | None = None,
     seccomp: bool = True,
     nofile: int = 1024,
+    namespaces: tuple[int, int] | None = None,
 ) -> Prepared:
     """Build the bwrap command line and child setup for one execution.
 
@@ -207,6 +220,9 @@ def prepare(
             for a fork-server or warm sandbox, whose children load it themselves after
             their own namespaces are made. Call ``Prepared.close()`` after the start.
         nofile: the program's ``RLIMIT_NOFILE`` (a fork-server's is larger).
+        namespaces: ``(userns_fd, mntns_fd)`` to start bwrap in (a session keeper's,
+            ``polyrl.sandbox.keeper``: its tmpfs covers ``workspace_path``) instead of
+            the host view's (root) or ours. The descriptors must stay open until the start.
 
     Raises:
         SandboxUnavailableError: bwrap or the host view is not available.
@@ -215,6 +231,8 @@ def prepare(
     bwrap = hostview.find_bwrap()
     binds, hidden = (list(x) for x in _python_binds(python))
     view = hostview.host_view(binds + [bwrap]) if slot is not None else None
+    if namespaces is not None:  # the keeper's user namespace is the host view's (root)
+        view = hostview.HostView(namespaces[0], namespaces[1], view.hidden if view else [])
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--die-with-parent", "--new-session", "--as-pid-1",
             "--hostname", "sandbox"]
@@ -260,13 +278,15 @@ def prepare(
     def preexec() -> None:
         if view is not None and slot is not None:
             view.enter_as(slot.slot)
+        elif view is not None:
+            view.enter()
         for r, soft, hard in rl:
             resource.setrlimit(r, (soft, hard))
 
     fallback = None
-    if view is not None and slot is not None:
+    if view is not None:
         spec = json.dumps({"userns_fd": view.userns_fd, "mntns_fd": view.mntns_fd,
-                           "slot": slot.slot, "rlimits": rl})
+                           "slot": slot.slot if slot is not None else None, "rlimits": rl})
         fallback = ([python, "-S", "-c", _TRAMPOLINE, spec] + args,
                     (view.userns_fd, view.mntns_fd))
     on_kill = None

@@ -225,6 +225,9 @@ class DiskGuard:
     ``INCONCLUSIVE_WALKS`` walks in a row, or whether its filesystem has less than its
     reserve free (``reserve_left``: a last line for the host, whichever execution
     filled it, since a program that means to can hide data from the walk). ``now``: ``time.monotonic()`` seconds.
+    ``walk=False``: the workspace is a tmpfs the kernel bounds (a session's, see
+    ``polyrl.sandbox.keeper``; ``root`` is then its host directory): neither walked nor
+    its open unlinked files counted; the reserve and ``sandbox_tmpfs`` are still checked.
 
     Raises:
         OSError: the first measurement failed: ``root`` cannot be opened, a directory
@@ -232,12 +235,13 @@ class DiskGuard:
             passed), the tree kept moving, or its filesystem is below its reserve.
     """
 
-    def __init__(self, root, budget_mib, sandbox_tmpfs=()):
+    def __init__(self, root, budget_mib, sandbox_tmpfs=(), walk=True):
         self.root = root
         self.sandbox_tmpfs = tuple(sandbox_tmpfs)
+        self.walk = walk
         budget = int(budget_mib * 1024 * 1024)
         for _ in range(INCONCLUSIVE_WALKS):
-            usage = tree_usage(root)
+            usage = tree_usage(root) if walk else (0, 0)
             if usage is not None:
                 break
         else:
@@ -288,6 +292,9 @@ class DiskGuard:
         try:
             if not reserve_left(self.root):  # whoever filled it: the host comes first
                 return True, False
+            if not self.walk:  # the kernel bounds the workspace: only the sandbox's tmpfs
+                pids = self.pids() if self.pids is not None and self.sandbox_tmpfs else []
+                return len(pids) > 1 and self._tmpfs_full(pids[1]), False
             usage = tree_usage(self.root, self.stop_bytes, self.stop_entries)
         except OSError:  # the root itself is gone or unreadable: cannot be measured
             return True, False

@@ -177,16 +177,24 @@ class HostView:
     mntns_fd: int
     hidden: list[str] = field(default_factory=list)
 
-    def enter_as(self, slot: int) -> None:
-        """In a freshly forked child only: join the namespaces, become uid/gid ``slot`` (1..N).
+    def enter(self) -> None:
+        """In a freshly forked child only: join the user, then the mount namespace.
 
-        Async-signal-safe enough for ``preexec_fn`` (no locks, no allocation-heavy work).
+        Raises:
+            OSError: the kernel refused (EINVAL in a multi-threaded process).
         """
         if _libc.setns(self.userns_fd, CLONE_NEWUSER) != 0:
             raise OSError(ctypes.get_errno(), "setns(user)")
         if _libc.setns(self.mntns_fd, CLONE_NEWNS) != 0:
             raise OSError(ctypes.get_errno(), "setns(mnt)")
         os.chdir("/")
+
+    def enter_as(self, slot: int) -> None:
+        """In a freshly forked child only: join the namespaces, become uid/gid ``slot`` (1..N).
+
+        Async-signal-safe enough for ``preexec_fn`` (no locks, no allocation-heavy work).
+        """
+        self.enter()
         os.setgroups([])
         os.setresgid(slot, slot, slot)
         os.setresuid(slot, slot, slot)

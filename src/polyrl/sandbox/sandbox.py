@@ -201,13 +201,23 @@ class Sandbox:
     def _execute(self, argv: list[str] | str, lim: Limits, ws: Workspace,
                  slot: SlotLock | None, *, cwd: str = ".", stdin: bytes | str | None = None,
                  env: dict[str, str] | None = None,
-                 extra_binds: list[tuple[str, str, bool]] | None = None) -> ExecResult:
+                 extra_binds: list[tuple[str, str, bool]] | None = None,
+                 namespaces: tuple[int, int] | None = None) -> ExecResult:
+        """One cold execution in ``ws`` (bwrap: bound at ``/workspace``; with
+        ``namespaces``, a session keeper's, where a tmpfs the kernel bounds covers it:
+        the host then only keeps its reserve and counts the inodes of ``/tmp`` and
+        ``/dev/shm``; else the host measures the directory, ``DiskGuard``).
+
+        Raises:
+            SandboxError / SandboxUnavailableError: the sandbox failed (not the program).
+        """
         argv = _argv_list(argv)
         data = stdin.encode() if isinstance(stdin, str) else stdin
         started = time.time()
         try:  # a host directory: the host bounds how much it may grow
-            guard = DiskGuard(ws.path, lim.max_file_mib, sandbox_tmpfs=(
-                () if self.backend == "process" else ("/tmp", "/dev/shm")))
+            guard = DiskGuard(ws.host_dir, lim.max_file_mib, sandbox_tmpfs=(
+                () if self.backend == "process" else ("/tmp", "/dev/shm")),
+                walk=namespaces is None)
         except OSError as e:
             raise SandboxError(f"cannot measure the workspace {ws.path}: {e}") from e
         if self.backend == "process":
@@ -217,8 +227,9 @@ class Sandbox:
                 raw = run_process(prep.argv, lim, env=prep.env, stdin=data,
                                   preexec_fn=prep.preexec_fn, disk_guard=guard)
             return to_exec_result(argv, raw, lim, started, shell_status=False)
-        prep = bwrap_backend.prepare(argv, lim, ws.path, cwd=cwd, slot=slot, python=self.python,
-                                     extra_env=env, extra_binds=extra_binds)
+        prep = bwrap_backend.prepare(argv, lim, ws.host_dir, cwd=cwd, slot=slot,
+                                     python=self.python, extra_env=env,
+                                     extra_binds=extra_binds, namespaces=namespaces)
         status_r, status_w = os.pipe()
         block_r, block_w = os.pipe()
         os.set_blocking(status_r, False)

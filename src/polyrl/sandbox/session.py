@@ -4,6 +4,16 @@ Each command is its own sandboxed execution (own limits, own process tree, kille
 it ends), but all share one workspace and the working directory persists: ``cd sub``
 in one step is where the next step starts. Background processes and shell variables do
 NOT persist between steps.
+
+On the bwrap backend the workspace is a tmpfs the kernel bounds (``polyrl.sandbox.keeper``):
+each step may add its ``max_file_mib`` MiB (and one file per 4 KiB of it) to what the
+workspace holds, and gets ENOSPC past it (``limit_hit="max_file_mib"``), whatever it
+does with its files. It takes the host's memory, not its disk. Where no keeper can be
+made (a host that refuses this user a user namespace, or ``POLYRL_SESSION_TMPFS=0``),
+the workspace is a host directory that the host measures while each step runs
+(``polyrl.sandbox.diskguard``), which a program that means to can evade (see the
+package docstring); ``SandboxSession.kernel_bounded`` is then False and
+``kernel_unbounded_why`` says why, and a warning is issued once per process.
 """
 
 from __future__ import annotations
@@ -13,11 +23,13 @@ import shutil
 import stat
 import tempfile
 import uuid
+import warnings
 import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from polyrl.errors import SandboxError
+from polyrl.sandbox import keeper as keeper_mod
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits, resolve_limits
 from polyrl.sandbox.workspace import Workspace, remove_tree
@@ -31,7 +43,14 @@ _STEP = 'trap \'pwd > "$POLYRL_CTL/cwd"\' EXIT; cd -- "$POLYRL_CWD" 2>/dev/null 
         'cd -- "$POLYRL_ROOT"; eval "$POLYRL_CMD"'
 
 
-def _cleanup(workspace: Workspace, ctl: str, snap_dir: str, slot: SlotLock | None) -> None:
+_warned = False
+
+
+def _cleanup(workspace: Workspace, ctl: str, snap_dir: str, slot: SlotLock | None,
+             keeper: keeper_mod.Keeper | None) -> None:
+    if keeper is not None:
+        keeper.close()
+        workspace.path = workspace.host_dir  # its descriptor is closed, its number free
     workspace.remove()
     shutil.rmtree(ctl, ignore_errors=True)
     shutil.rmtree(snap_dir, ignore_errors=True)
@@ -56,6 +75,16 @@ class SandboxSession:
     Args:
         sandbox: the owning ``Sandbox`` (backend, transcript, python).
         limits: limits of every step (a step may override them).
+
+    Attributes:
+        kernel_bounded: whether the workspace is a tmpfs the kernel bounds (bwrap, see
+            the module docstring); False: a host directory the host measures.
+        kernel_unbounded_why: why not (None when it is, or on the process backend).
+
+    Raises:
+        SandboxError: the keeper of the workspace failed (not for want of a user
+            namespace: then the session runs without it).
+        SandboxUnavailableError: bwrap or (as root) the host view is not available.
     """
 
     def __init__(self, sandbox: Sandbox, limits: Limits) -> None:
@@ -63,7 +92,19 @@ class SandboxSession:
         self.limits = limits
         self._slot = SlotLock() if sandbox.use_private_uid else None
         uid = self._slot.uid if self._slot else None
-        self.workspace = Workspace(uid=uid)
+        self._keeper: keeper_mod.Keeper | None = None
+        self.kernel_unbounded_why: str | None = None
+        try:
+            self.workspace = Workspace(uid=uid)
+            if sandbox.backend == "bwrap":
+                self._keep_workspace()
+        except BaseException:
+            if hasattr(self, "workspace"):
+                self.workspace.remove()
+            if self._slot is not None:
+                self._slot.release()
+            raise
+        self.kernel_bounded = self._keeper is not None
         self._ctl = tempfile.mkdtemp(prefix="polyrl-session-ctl-")
         if uid is not None:
             os.chmod(self._ctl, 0o700)
@@ -73,7 +114,27 @@ class SandboxSession:
         self.closed = False
         # sessions that are never closed are still cleaned up when collected or at exit
         self._finalizer = weakref.finalize(self, _cleanup, self.workspace, self._ctl,
-                                           self._snap_dir, self._slot)
+                                           self._snap_dir, self._slot, self._keeper)
+
+    def _keep_workspace(self) -> None:
+        """Cover the workspace with a keeper's tmpfs, or say (once) why it stays a host
+        directory."""
+        global _warned
+        from polyrl.sandbox import bwrap as bwrap_backend
+
+        view = bwrap_backend.host_view_for(self.sandbox.python) if self._slot else None
+        owner = self._slot.slot if self._slot else os.getuid()
+        self._keeper, why = keeper_mod.make_keeper(self.workspace.path, owner, view,
+                                                   self.sandbox.python)
+        if self._keeper is not None:
+            self.workspace.path = self._keeper.root_path
+            return
+        self.kernel_unbounded_why = why
+        if not _warned:
+            _warned = True
+            warnings.warn(f"sandbox sessions: the workspace is a host directory, measured "
+                          f"by the host, not bounded by the kernel ({why})", RuntimeWarning,
+                          stacklevel=4)
 
     # -------------------------------------------------------------- context manager
     def __enter__(self) -> SandboxSession:
@@ -107,6 +168,10 @@ class SandboxSession:
         lim = resolve_limits(limits, self.limits)
         isolated = self.sandbox.backend == "bwrap"
         root = "/workspace" if isolated else self.workspace.path
+        namespaces = None
+        if self._keeper is not None:
+            self._keeper.resize(lim.max_file_mib)
+            namespaces = self._keeper.namespaces
         if isinstance(command, str):
             cwd_file = self._fresh_cwd_file()
             inner_cwd = self.cwd.replace("/workspace", root, 1)
@@ -114,14 +179,14 @@ class SandboxSession:
                             POLYRL_ROOT=root, POLYRL_CTL="/run/polyrl" if isolated else self._ctl)
             res = self.sandbox._execute(
                 ["bash", "-c", _STEP], lim, self.workspace, self._slot, cwd=root, stdin=stdin,
-                env=step_env,
+                env=step_env, namespaces=namespaces,
                 extra_binds=[(cwd_file, "/run/polyrl/cwd", True)] if isolated else None)
             res.argv = ["bash", "-c", command]
             self._update_cwd(cwd_file, root)
         else:
             res = self.sandbox._execute(command, lim, self.workspace, self._slot,
                                         cwd=self.cwd.replace("/workspace", root, 1),
-                                        stdin=stdin, env=env)
+                                        stdin=stdin, env=env, namespaces=namespaces)
         self.sandbox._record(res, lim, "session")
         return res
 
@@ -169,6 +234,8 @@ class SandboxSession:
     def write_file(self, path: str, content: str | bytes) -> None:
         """Write one workspace file (path relative to the workspace root)."""
         self._check_open()
+        if self._keeper is not None:
+            self._keeper.loosen()
         self.workspace.write_files({path: content})
 
     def read_file(self, path: str) -> bytes:
@@ -198,5 +265,7 @@ class SandboxSession:
         self._check_open()
         if not snap.path.startswith(self._snap_dir + os.sep) or not os.path.isdir(snap.path):
             raise SandboxError(f"snapshot {snap.id} does not belong to this session")
+        if self._keeper is not None:
+            self._keeper.loosen()
         self.workspace.restore_from(snap.path)
         self.cwd = snap.cwd

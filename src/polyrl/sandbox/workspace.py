@@ -76,13 +76,17 @@ class Workspace:
     """One host directory that a sandbox mounts read-write at ``/workspace``.
 
     Attributes:
-        path: host path (mode 0700, owned by ``uid`` when given).
+        path: host path of its files (mode 0700, owned by ``uid`` when given).
+        host_dir: the directory on the host that bwrap binds: ``path``, unless a
+            session keeper's tmpfs covers it (``polyrl.sandbox.keeper``); then ``path``
+            reaches the tmpfs through a descriptor (``/proc/<pid>/fd/<fd>/.``).
         uid: host uid that owns it (the sandbox's slot uid), or None for the current user.
     """
 
     def __init__(self, uid: int | None = None) -> None:
         self.uid = uid
         self.path = os.path.join(_base_dir(), uuid.uuid4().hex)
+        self.host_dir = self.path
         os.mkdir(self.path, 0o700)
         self._chown(self.path)
 
@@ -240,7 +244,7 @@ class Workspace:
     def remove(self) -> None:
         """Delete the workspace (best effort; the sandbox may have made dirs read-only)."""
         try:
-            remove_tree(self.path)
+            remove_tree(self.host_dir)
         except OSError:
             pass
 
