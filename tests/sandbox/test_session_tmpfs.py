@@ -118,6 +118,26 @@ def test_a_step_filling_the_workspace_gets_enospc_and_the_host_does_not_grow():
 
 
 @pytest.mark.timeout(60)
+def test_the_steps_of_a_session_fill_its_memory_up_to_a_cap():
+    """A tmpfs takes the host's memory: each step may add max_file_mib, but the steps of
+    one session hold SESSION_FACTOR x max_file_mib at most (before: 4 MiB more per
+    step, without end); what the host wrote itself is never cut."""
+    from polyrl.sandbox.keeper import SESSION_FACTOR
+
+    with _bwrap().session() as s:
+        s.write_file("fill.py", FILL)
+        for i in range(SESSION_FACTOR + 2):
+            s.run(f"cd /workspace && mkdir k{i} && cd k{i} && python3 ../fill.py")
+        used = tree_usage(s.workspace.path)[0]
+        cap = SESSION_FACTOR * LIM.max_file_mib
+        assert (cap - 1) << 20 <= used <= (cap + 1) << 20, used
+        s.write_file("big.bin", b"x" * (3 << 20))  # the host's own write: room is made
+        assert s.read_file("big.bin") == b"x" * (3 << 20)
+        res = s.run("head -c 100000 /dev/zero > more.bin")
+        assert res.limit_hit == "max_file_mib", res  # full: the step adds nothing more
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("program", [IN_FLIGHT, RENAMES], ids=["scm_rights", "renames"])
 def test_data_hidden_from_a_walk_is_bounded_too(program: str):
     """Failed on the old code: all 64 MiB written under a 4 MiB budget."""

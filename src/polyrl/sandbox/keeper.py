@@ -16,10 +16,12 @@ Size: before each step the keeper sets the tmpfs to what it holds plus the step'
 budget (``resize``): ``max_file_mib`` MiB and one inode per 4 KiB of it (at least
 1024), the semantics of a session (each step may add ``max_file_mib`` to what the
 workspace holds) now enforced by the kernel: the program gets ENOSPC, whatever it does
-with its files (unlinked and open, in flight, renamed). The size never grows by more
-than the budget per step: it is set from what the tmpfs holds, which is never more
-than its size. Between steps the host's own writes (``write_file``, ``restore``) get
-room first (``loosen``): nothing of the sandbox runs then.
+with its files (unlinked and open, in flight, renamed). A tmpfs takes the host's
+memory, so the steps of one session fill it up to ``SESSION_FACTOR x max_file_mib`` in
+all (256 MiB with the default limits: what a warm sandbox's ``/workspace``, ``/tmp``
+and ``/dev/shm`` may hold together); what the host itself wrote counts and is never
+cut. Between steps the host's own writes (``write_file``, ``restore``) get room first
+(``loosen``): nothing of the sandbox runs then.
 
 Lifetime: the host holds the namespace and the tmpfs by descriptors only; the keeper
 process exits when its stdin closes (``close()``, or the host process dies) and on the
@@ -42,6 +44,7 @@ LOOSE_BYTES = 1 << 40  # the size between steps (host writes only); finite: a tm
 LOOSE_INODES = 1 << 24  # made unlimited can never be limited again
 INODE_BYTES = 4096  # one inode per 4 KiB of budget, as every sandbox tmpfs
 MIN_INODES = 1024
+SESSION_FACTOR = 4  # the steps of a session fill its tmpfs up to this x max_file_mib
 REFUSED_ERRNOS = (1, 13, 28, 87)  # EPERM, EACCES, ENOSPC, EUSERS: no user namespace here
 DISABLE_ENV = "POLYRL_SESSION_TMPFS"
 """``POLYRL_SESSION_TMPFS=0`` keeps session workspaces on the host's disk (measured by
@@ -49,7 +52,8 @@ the host, as before): for hosts whose RAM is scarcer than their disk."""
 
 # The keeper: enters (root) or makes (others) a user namespace, makes a mount namespace
 # with a tmpfs over the workspace, says "ready", then resizes it on request (a line
-# "ADD_BYTES ADD_INODES": size = used + ADD) until its stdin closes.
+# "ADD_BYTES ADD_INODES CAP_BYTES CAP_INODES": size = used + ADD, at most CAP unless
+# more is used already) until its stdin closes.
 _KEEPER = r"""
 import ctypes, json, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -88,10 +92,11 @@ if libc.mount(b"tmpfs", path, b"tmpfs", 2 | 4, opts.encode()) != 0:  # NOSUID | 
     fail("error", "mount tmpfs")
 sys.stdout.write("ready\n"); sys.stdout.flush()
 for line in sys.stdin:
-    add, add_inodes = (int(x) for x in line.split())
+    add, add_inodes, cap, cap_inodes = (int(x) for x in line.split())
     v = os.statvfs(path)
-    size = (v.f_blocks - v.f_bfree) * v.f_frsize + add
-    inodes = v.f_files - v.f_ffree + add_inodes
+    used, used_inodes = (v.f_blocks - v.f_bfree) * v.f_frsize, v.f_files - v.f_ffree
+    size = max(used, min(used + add, cap))
+    inodes = max(used_inodes, min(used_inodes + add_inodes, cap_inodes))
     opts = ("size=%d,nr_inodes=%d" % (size, inodes)).encode()
     if libc.mount(b"none", path, None, 32 | 2 | 4, opts) != 0:  # MS_REMOUNT
         fail("error", "remount tmpfs")
@@ -178,12 +183,13 @@ class Keeper:
         assert self.proc.stdout is not None
         return self.proc.stdout.readline().strip()
 
-    def _remount(self, add_bytes: int, add_inodes: int) -> None:
+    def _remount(self, add_bytes: int, add_inodes: int, cap_bytes: int = LOOSE_BYTES,
+                 cap_inodes: int = LOOSE_INODES) -> None:
         with self._lock:
             if self.proc.poll() is not None or self.proc.stdin is None:
                 raise SandboxError("session workspace keeper is gone")
             try:
-                self.proc.stdin.write(f"{add_bytes} {add_inodes}\n")
+                self.proc.stdin.write(f"{add_bytes} {add_inodes} {cap_bytes} {cap_inodes}\n")
                 self.proc.stdin.flush()
             except OSError as e:
                 raise SandboxError(f"session workspace keeper is gone: {e}") from e
@@ -192,12 +198,14 @@ class Keeper:
                 raise SandboxError(f"cannot resize the session workspace: {line or 'no answer'}")
 
     def resize(self, max_file_mib: float) -> None:
-        """Bound the tmpfs to what it holds plus one step's budget (``step_budget``).
+        """Bound the tmpfs to what it holds plus one step's budget (``step_budget``),
+        and to ``SESSION_FACTOR`` budgets in all (unless it holds more already).
 
         Raises:
             SandboxError: the keeper is gone or the kernel refused the new size.
         """
-        self._remount(*step_budget(max_file_mib))
+        add, add_inodes = step_budget(max_file_mib)
+        self._remount(add, add_inodes, SESSION_FACTOR * add, SESSION_FACTOR * add_inodes)
         self.loose = False
 
     def loosen(self) -> None:
