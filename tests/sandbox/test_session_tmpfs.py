@@ -191,17 +191,24 @@ def test_without_a_keeper_the_session_works_measured_by_the_host(monkeypatch):
         assert (res.limit_hit, res.signal) == ("max_file_mib", 9), res
 
 
-def _holders(ns_ino: int) -> list[str]:
-    """Processes in, or holding a descriptor of, the mount namespace ``ns_ino``."""
+def _holders(ns_ino: int, mount_point: str, fd_pids: tuple[int, ...]) -> list[str]:
+    """Processes in the mount namespace ``ns_ino`` that has a mount at ``mount_point``
+    (the session's host directory: no other session's), and those of ``fd_pids`` (the
+    hosts, the only ones ever given its descriptor) holding a descriptor of it. Namespace
+    inode numbers are reused at once: bwrap sandboxes of a concurrent test may get this
+    one's number when it is freed."""
     want = f"mnt:[{ns_ino}]"
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if os.readlink(f"/proc/{pid}/ns/mnt") == want:
-                found.append(f"{pid} in")
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
-                    found.append(f"{pid} fd {fd}")
+                with open(f"/proc/{pid}/mountinfo") as f:
+                    if any(line.split()[4] == mount_point for line in f):
+                        found.append(f"{pid} in")
+            if int(pid) in fd_pids:
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == want:
+                        found.append(f"{pid} fd {fd}")
         except OSError:
             continue
     return found
@@ -220,9 +227,10 @@ def test_close_leaves_no_keeper_and_no_mount():
     assert s.run("echo x > f").exit_code == 0
     pid, ns = s._keeper.proc.pid, os.fstat(s._keeper.namespaces[1]).st_ino
     host_dir = s.workspace.host_dir
-    assert _holders(ns)
+    me = (os.getpid(),)
+    assert _holders(ns, host_dir, me)
     s.close()
-    assert _gone(pid) and _holders(ns) == [] and not os.path.exists(host_dir)
+    assert _gone(pid) and _holders(ns, host_dir, me) == [] and not os.path.exists(host_dir)
 
 
 HOST = """
@@ -230,7 +238,8 @@ import os, sys, time
 from polyrl.sandbox import Limits, Sandbox
 s = Sandbox(limits=Limits(timeout_s=10, max_file_mib=4), warm=False).session()
 assert s.run("echo x > f").exit_code == 0
-print(s._keeper.proc.pid, os.fstat(s._keeper.namespaces[1]).st_ino, flush=True)
+print(s._keeper.proc.pid, os.fstat(s._keeper.namespaces[1]).st_ino, s.workspace.host_dir,
+      flush=True)
 time.sleep(60)
 """
 
@@ -241,15 +250,16 @@ def test_a_killed_host_leaves_no_keeper_and_no_mount():
     host = subprocess.Popen([sys.executable, "-c", textwrap.dedent(HOST)], env=env,
                             stdout=subprocess.PIPE, text=True)
     try:
-        pid, ns = (int(x) for x in host.stdout.readline().split())
-        assert not _gone(pid) and _holders(ns)
+        pid, ns, host_dir = host.stdout.readline().split()
+        pid, ns, hosts = int(pid), int(ns), (host.pid,)
+        assert not _gone(pid) and _holders(ns, host_dir, hosts)
     finally:
         host.send_signal(signal.SIGKILL)
         host.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not (_gone(pid) and not _holders(ns)):
+    while time.monotonic() < deadline and not (_gone(pid) and not _holders(ns, host_dir, hosts)):
         time.sleep(0.05)
-    assert _gone(pid) and _holders(ns) == []
+    assert _gone(pid) and _holders(ns, host_dir, hosts) == []
 
 
 def test_steps_started_through_the_trampoline_enter_the_keeper_too(monkeypatch):
