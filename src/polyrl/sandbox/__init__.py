@@ -48,8 +48,8 @@ Limitations (real hazards, read before trusting a verdict):
   (``2 x max_file_mib``, inputs included; more input than ``max_file_mib`` runs cold);
   the program then gets ENOSPC (``limit_hit="max_file_mib"``), and in bwrap sessions
   (``polyrl.sandbox.keeper``: a tmpfs per session, resized before each step to what it
-  holds plus ``max_file_mib``, one file per 4 KiB of it; it takes the host's memory, not
-  its disk; ``POLYRL_SESSION_TMPFS=0``, or a host that refuses a user namespace, keeps a
+  holds plus ``max_file_mib``, one file per 4 KiB of it, up to ``4 x max_file_mib`` in
+  all; it takes the host's memory, not its disk; ``POLYRL_SESSION_TMPFS=0``, or a host that refuses a user namespace, keeps a
   measured host directory: ``SandboxSession.kernel_bounded``). Cold, ``process`` and
   such session executions work in a host directory, measured by the host while the program
   runs (``polyrl.sandbox.diskguard``; files its processes unlinked but hold open or
