@@ -66,3 +66,21 @@ def test_splits_disjoint_and_deterministic() -> None:
     assert not {t.id for t in train} & {t.id for t in test}
     assert [t.to_dict() for t in DOMAIN.tasks("train", difficulty=[1, 2, 3], n=60, seed=2)] \
         == [t.to_dict() for t in train]
+
+
+@pytest.mark.parametrize("level", [4, 5])
+def test_listing_every_candidate_earns_no_f1(level: int) -> None:
+    # "In which years ..." (d4) and "Which subsidiaries ..." (d5): listing every year or
+    # subsidiary of the document, with no work done, scored 0.67 / 0.9 (pure F1 recall).
+    tasks = [t for t in DOMAIN.tasks("train", difficulty=level, n=60 if level == 4 else 40)
+             if t.metadata["answer_type"] == "multi-span"]
+    assert len(tasks) >= 5
+    for task in tasks:
+        text = task.prompt[0]["content"]
+        listed = re.findall(r"(\w+ Subsidiary) - Annual Report", text) if level == 5 else \
+            re.findall(r"\b20\d\d\b", text.split("\n | ", 1)[1].split("\n", 1)[0])
+        assert DOMAIN.score(task, task.reference).reward == pytest.approx(1.0)
+        if len(listed) == len(task.metadata["answer_items"]):
+            continue  # every subsidiary qualifies: the list is the gold
+        assert DOMAIN.score(task, "Answer: " + " | ".join(listed)).reward == 0.0
+        assert DOMAIN.score(task, "Answer: " + " | ".join(listed[::-1])).reward == 0.0

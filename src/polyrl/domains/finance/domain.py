@@ -4,12 +4,17 @@ A finance task's ``metadata`` holds:
     answer_items: list[str], the gold items (one for arithmetic/count answers).
     scale: the gold's scale ("", "thousand", "million", "billion", "percent").
     answer_type: "span", "multi-span", "arithmetic" or "count".
+    candidates (optional): list[str], every item a "which ..." answer is chosen from.
 
 Reward components (all logged on the ``Score``):
     f1: numeracy-focused bag F1 (``metric.em_f1``), in [0, 1]. For a one-answer type
         (``span``, ``arithmetic``, ``count``) it is 0 unless exactly one item is given, so
         listing candidates (``2019 | 2018``) never beats committing to one; only a
-        ``multi-span`` gold earns partial F1 for a partial list.
+        ``multi-span`` gold earns partial F1 for a partial list. Where the task names the
+        ``candidates`` the items are chosen from (``metadata["candidates"]``: a generated
+        "which years ..." question), the F1 is chance-corrected: ``(f1 - c) / (1 - c)``
+        clipped at 0, ``c`` the F1 of listing every candidate, so that listing them all
+        scores 0 (it scored 0.67 on "which years", 0.9 on "which subsidiaries").
     exact_match: 1.0 when the answer matches exactly (the binary verdict, ``passed``).
     closeness: for one-number golds, ``1 / (1 + relative error)`` (else the F1); shaping.
 """
@@ -99,6 +104,11 @@ class FinanceDomain(Domain):
         em, f1 = em_f1(pred, gold, self.rel_tol)
         if task.metadata.get("answer_type") != "multi-span" and len(pred) != len(gold):
             f1 = 0.0  # one-answer type: a list of candidates is a hedge
+        elif task.metadata.get("candidates"):
+            everything = [make_item(str(c)) for c in task.metadata["candidates"]]
+            chance = em_f1(everything, gold, self.rel_tol)[1]
+            if chance < 1.0:  # (listing all is the gold when chance == 1)
+                f1 = max(0.0, (f1 - chance) / (1.0 - chance))
         return Judged(pred, gold, em, f1)
 
     def score(self, task: Task, answer: Answer) -> Score:

@@ -8,7 +8,8 @@
     5  a LONG report (20k+ tokens: 12 subsidiaries x 3 statements x 5 years + notes):
        combine figures from distant subsidiaries.
 Gold answers are computed from the generated figures (the oracle). Reward:
-``0.8 * f1 + 0.2 * closeness`` (dense); ``Score.passed`` is the exact match.
+``0.8 * f1 + 0.2 * closeness`` (dense; a "which years/subsidiaries" F1 is chance-corrected
+against listing every candidate, see ``domain``); ``Score.passed`` is the exact match.
 Train and test are disjoint by prompt hash (1 bucket in 5 is test).
 """
 
@@ -26,8 +27,10 @@ from polyrl.types import Task
 TEST_BUCKETS = 5
 N_SUBSIDIARIES = 12
 """Subsidiaries in a difficulty-5 report (each: 3 statements x 5 years + notes)."""
-Question = tuple[str, list[str], str]
-"""(question text, gold answer items, gold scale)."""
+Question = tuple[str, list[str], str] | tuple[str, list[str], str, list[str]]
+"""(question text, gold answer items, gold scale[, candidates]): ``candidates``, for a
+"which ..." question, every item the answer is chosen from (the years, the subsidiaries),
+so that listing them all earns no F1 (``FinanceDomain.judge``)."""
 
 
 def _pct(x: float) -> str:
@@ -119,7 +122,8 @@ def d4(rng: random.Random) -> tuple[str, Question]:
                  [_pct(c.value("Revenue", y) * {"thousand": 1e3, "million": 1e6}[c.unit]
                        / c.facts[f"employees_{y}"])], ""),
         lambda: (f"In which years was revenue above {cell(thr)}?",
-                 [str(yy) for yy, v in zip(c.years, c.income["Revenue"], strict=True) if v > thr], ""),
+                 [str(yy) for yy, v in zip(c.years, c.income["Revenue"], strict=True) if v > thr], "",
+                 [str(yy) for yy in c.years]),
         lambda: ("In how many years was the change in working capital negative?",
                  [str(sum(1 for v in c.cashflow["Change in working capital"] if v < 0))], ""),
     ]
@@ -157,7 +161,7 @@ def d5(rng: random.Random) -> tuple[str, Question]:
                       - b.value("Capital expenditures", y))], unit),
         lambda: (f"Which subsidiaries had a net income margin above 10% in {y}?",
                  [s.name for s in subs if s.value("Net income", y) > 0.1 * s.value("Revenue", y)]
-                 or ["none"], ""),
+                 or ["none"], "", [s.name for s in subs]),
     ]
     return doc, rng.choice(asks)()
 
@@ -168,7 +172,7 @@ LEVELS: dict[int, Callable[[random.Random], tuple[str, Question]]] = {
 
 def build_task(doc: str, q: Question, difficulty: int, split: str, domain_id: str) -> Task:
     """A ``Task`` from a document and a question (short prompt for difficulty 1)."""
-    question, items, scale = q
+    question, items, scale = q[:3]
     if difficulty == 1:
         text = f"{doc}\n{question}\n"
         reference = gold_text(items, scale)
@@ -180,7 +184,8 @@ def build_task(doc: str, q: Question, difficulty: int, split: str, domain_id: st
                 difficulty=difficulty, prompt=[{"role": "user", "content": text}],
                 reference=reference,
                 metadata={"answer_items": items, "scale": scale,
-                          "answer_type": "multi-span" if len(items) > 1 else "arithmetic"})
+                          "answer_type": "multi-span" if len(items) > 1 else "arithmetic",
+                          **({"candidates": list(q[3])} if len(q) > 3 else {})})
 
 
 def task_split(task: Task) -> str:
