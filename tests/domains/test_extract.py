@@ -163,3 +163,22 @@ def test_an_answer_before_a_restated_question_counts_and_an_echo_still_does_not(
     shown = task.prompt[-1]["content"]
     assert arith.score(task, f"{task.metadata['answer']}\n\nQ: {shown}").passed
     assert arith.score(task, shown).reward == 0.0
+
+
+def test_huge_numbers_are_no_answer_and_cost_nothing() -> None:
+    # "9" x 5000 raised ValueError (int's 4300-digit limit) out of every math domain's
+    # score; "#### 1e999999999" took the grader hours to read exactly.
+    import time
+
+    from polyrl.domains.math import Arithmetic
+
+    start = time.perf_counter()
+    assert extract_answer("9" * 5000) is None
+    assert extract_answer("#### 1e999999999") is None
+    assert extract_answer("42 then 1e" + "9" * 50) is not None
+    assert find_numbers("1/" + "7" * 5000) == []
+    domain = Arithmetic()
+    task = next(domain.tasks("test", n=1))
+    for answer in ("9" * 5000, "1e5000", "\\boxed{1e5000}", "-" + "1" * 4400):
+        assert domain.score(task, answer).reward == 0.0
+    assert time.perf_counter() - start < 5

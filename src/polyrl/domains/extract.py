@@ -17,6 +17,9 @@ Number rules (documented once, tested in ``tests/domains/test_extract.py``):
   marked answer reads as a percent only where the gold is a percent: a marked gold
   ``12.3%`` matches ``12.3``, ``12.3%`` and its fraction ``0.123``; a bare gold ``0.123``
   does not match ``12.3%``, and a bare ``0.123`` does not match a gold ``12.3``.
+- A number with more than ``MAX_DIGITS`` digits, or an exponent past ``+-MAX_DIGITS``,
+  is no number (skipped): no answer is that large, and reading ``1e999999999`` exactly
+  would take the grader hours (``9`` x 5000 raised ``ValueError`` from ``int``).
 - Tolerance: ``|pred - gold| <= rel_tol * max(1, |gold|)`` with
   ``rel_tol = 1e-6`` by default, so ``0.3333333`` matches ``1/3`` but ``0.33``
   does not, and integers must be exact up to about a million.
@@ -37,6 +40,8 @@ from fractions import Fraction
 
 DEFAULT_REL_TOL = 1e-6
 """Default relative tolerance of ``numbers_match`` (see the module docstring)."""
+MAX_DIGITS = 1000
+"""Longest digit string, and largest exponent magnitude, read as a number."""
 
 _NUM = (
     r"(?<![\w.)\]}])(?P<sign>-)?\s?\$?\s?"
@@ -98,10 +103,15 @@ def find_numbers(text: str) -> list[ParsedNumber]:
     """All numbers in ``text``, in order (see the module docstring for the rules).
 
     Returns:
-        a list of ``ParsedNumber``; a ``/0`` fraction is skipped (no value).
+        a list of ``ParsedNumber``; a ``/0`` fraction, and a number past ``MAX_DIGITS``
+        (digits or exponent), are skipped (no value).
     """
     out: list[ParsedNumber] = []
     for m in _NUMBER_RE.finditer(_normalise(text)):
+        exp = m.group("exp") or "0"
+        if max(len(m.group("num")), len(m.group("den") or "")) > MAX_DIGITS or \
+                len(exp.lstrip("+-")) > 5 or abs(int(exp)) > MAX_DIGITS:
+            continue
         value = Fraction(m.group("num").replace(",", ""))
         if m.group("exp"):
             value *= Fraction(10) ** int(m.group("exp"))
