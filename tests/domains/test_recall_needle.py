@@ -149,3 +149,25 @@ def test_filler_has_no_digits_or_key_words():
 def test_checker_passes(domain):
     report = check_domain(domain, n=8 if "1m" not in domain.id else 3)
     assert report.ok, report.problems
+
+
+def test_chain_length_alone_does_not_give_the_answer():
+    # With one-link decoy chains, the code at the end of the longest chain was the
+    # answer at 3+ hops without reading the question (pass 1.0 on needle-v1 d4 and on
+    # needle-1k d3..d5); decoy chains are now as long as the true one.
+    for domain, levels in ((NeedleRecall(), (4,)), (NeedleRecall(1_000), (3, 4, 5))):
+        for level in levels:
+            for t in domain.tasks("train", n=30, difficulty=level):
+                content = t.prompt[0]["content"]
+                parent = {b: a for a, b in LINK.findall(content)}
+
+                def depth(key, parent=parent):
+                    n = 0
+                    while key in parent:
+                        key, n = parent[key], n + 1
+                    return n
+
+                depths = [depth(k) for k, _ in CODE.findall(content)]
+                assert depths.count(max(depths)) >= 3, (t.id, depths)
+                assert max(depths) == t.metadata["hops"] - 1
+                assert resolve(content) == t.reference

@@ -2,8 +2,10 @@
 
 A task hides a chain of ``hops`` facts in a haystack: ``hops - 1`` link facts
 ("The key amber-heron leads to the key violet-otter.") and one code fact
-("The code of violet-otter is 482913."), plus decoy codes and decoy links
-between other keys. The question names the first key; the answer is the code
+("The code of violet-otter is 482913."), plus decoy codes and decoy chains
+between other keys, each as long as the true chain (``hops - 1`` links), so that only
+the key the question names tells which code is the answer (with one-link decoys, the
+code at the end of the longest chain was the answer at 3+ hops, whatever the question). The question names the first key; the answer is the code
 at the end of the chain. With ``hops = 1`` it is the classic needle in a
 haystack (Kamradt 2023, "Needle In A Haystack"); with more hops it is a
 variable-tracking chain in the spirit of RULER (Hsieh et al. 2024, arXiv:2404.06654).
@@ -194,10 +196,18 @@ class NeedleRecall(Domain):
         for a, b in zip(chain, chain[1:], strict=False):
             facts.append((f"The key {a} leads to the key {b}.", rng.random()))
         facts.append((f"The code of {chain[-1]} is {code}.", rng.random()))
-        for j, k in enumerate(decoys):
-            if j % 2 and j + 1 < len(decoys):
-                facts.append((f"The key {k} leads to the key {decoys[j + 1]}.", rng.random()))
-            else:
+        if hops <= 2:  # decoy codes, and one-link decoy chains (as long as the true one)
+            for j, k in enumerate(decoys):
+                if j % 2 and j + 1 < len(decoys):
+                    facts.append((f"The key {k} leads to the key {decoys[j + 1]}.", rng.random()))
+                else:
+                    facts.append((f"The code of {k} is {_code(rng, 6)}.", rng.random()))
+        else:  # two decoy chains of ``hops`` keys, so chain length does not tell the answer
+            for part in (decoys[:hops], decoys[hops:2 * hops]):
+                for a, b in zip(part, part[1:], strict=False):
+                    facts.append((f"The key {a} leads to the key {b}.", rng.random()))
+                facts.append((f"The code of {part[-1]} is {_code(rng, 6)}.", rng.random()))
+            for k in decoys[2 * hops:]:
                 facts.append((f"The code of {k} is {_code(rng, 6)}.", rng.random()))
         if hops == 1:
             question = f"What is the code of {chain[0]}? Answer with the code only."
