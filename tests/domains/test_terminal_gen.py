@@ -37,3 +37,25 @@ def test_forty_tasks_across_categories(tmp_path: Path) -> None:
             empty = run_actions(env, [env.done_action])
         assert oracle.reward == 1.0, (task.id, oracle.turns[-1].content)
         assert empty.reward == 0.0, (task.id, empty.turns[-1].content)
+
+
+
+def test_cached_task_dirs_of_another_generator_are_not_reused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Task dirs were cached by task id (crc of task.yaml): checks fixed in the generator
+    # kept running their stale cached copy, holes included.
+    import polyrl.domains.terminal.domain as module
+
+    fresh = next(TerminalGenDomain(cache_dir=tmp_path / "fresh").tasks("train", n=1, seed=3))
+    real = module.generate
+
+    def older(*args: object) -> tuple[str, dict, str]:
+        task_id, files, split = real(*args)
+        return task_id, {**files, "tests/check.py": "print('ok 1 - stale')\n"}, split
+
+    monkeypatch.setattr(module, "generate", older)
+    stale = next(TerminalGenDomain(cache_dir=tmp_path).tasks("train", n=1, seed=3))
+    assert stale.metadata["tests"] != fresh.metadata["tests"]
+    monkeypatch.setattr(module, "generate", real)
+    again = next(TerminalGenDomain(cache_dir=tmp_path).tasks("train", n=1, seed=3))
+    assert again.id == fresh.id and again.metadata["tests"] == fresh.metadata["tests"]

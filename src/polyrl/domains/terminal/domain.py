@@ -8,6 +8,8 @@ turns through a fresh env (then ``done``); a plain string is run as one command
 
 from __future__ import annotations
 
+import json
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,7 +93,10 @@ class TerminalGenDomain(_ShellDomain):
             index += 1
             if task_split != split:
                 continue
-            path = write_task_dir(root / task_id, files)
+            # the folder is named by its content too: a task dir cached by an older
+            # generator (same task.yaml, other checks) is never reused
+            digest = zlib.crc32(json.dumps(files, sort_keys=True).encode())
+            path = write_task_dir(root / f"{task_id}-{digest:08x}", files)
             made += 1
             yield load_task_dir(path, domain=self.id, split=split, task_id=task_id)
 
