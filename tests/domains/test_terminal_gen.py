@@ -59,3 +59,38 @@ def test_cached_task_dirs_of_another_generator_are_not_reused(
     monkeypatch.setattr(module, "generate", real)
     again = next(TerminalGenDomain(cache_dir=tmp_path).tasks("train", n=1, seed=3))
     assert again.id == fresh.id and again.metadata["tests"] == fresh.metadata["tests"]
+
+
+def _generated(tmp_path: Path, category: str, text: str, k: int) -> list:
+    """The first ``k`` difficulty-1 tasks of ``category`` whose task.yaml holds ``text``."""
+    from polyrl.domains.terminal.gen import write_task_dir
+    from polyrl.domains.terminal.taskdir import load_task_dir
+
+    out = []
+    for index in range(2000):
+        task_id, files, split = generate(category, 1, 0, index)
+        if text in files["task.yaml"]:
+            path = write_task_dir(tmp_path / task_id, files)
+            out.append(load_task_dir(path, domain="terminal/gen-v1", split=split,
+                                     task_id=task_id))
+            if len(out) == k:
+                break
+    return out
+
+
+HEDGE_STATS = """cat > stats.py <<'EOF'
+for k in ("count", "sum", "min", "max"):
+    for v in range(5000):
+        print(f"{k}={v}")
+for c in range(50000):
+    print(f"mean={round(c / 100, 2)}")
+EOF"""
+
+
+def test_a_stats_script_printing_every_candidate_fails(tmp_path: Path) -> None:
+    # One fixed command (no reading, no fixing) passed all 207 train debug tasks.
+    domain = TerminalGenDomain(cache_dir=tmp_path)
+    tasks = _generated(tmp_path, "debug", "stats.py", 4)
+    for task in tasks:
+        assert domain.score(task, task.reference).reward == 1.0
+        assert domain.score(task, HEDGE_STATS).reward == 0.0

@@ -169,7 +169,11 @@ def stats_script(bugs: set[str]) -> str:
 
 
 def debug_steps(rng: random.Random, k: int) -> list[Step]:
-    """``k`` bugs of stats.py to fix; the first step's setup writes the buggy script."""
+    """``k`` bugs of stats.py to fix; the first step's setup writes the buggy script.
+
+    A step passes when the script prints exactly one ``<key>=`` line and it is right
+    (a script printing every candidate value, ``sum=0`` .. ``sum=4999``, passed them all).
+    """
     keys = rng.sample(list(_BUGS), k)
     nums = rng.sample(range(1, 500), 9)
     good = {"count": len(nums), "sum": sum(nums), "min": min(nums), "max": max(nums),
@@ -180,7 +184,8 @@ def debug_steps(rng: random.Random, k: int) -> list[Step]:
     return [Step(f"bug_{key}", f"`python3 stats.py numbers.txt` must print the correct {key} of "
                  f"the numbers (line '{key}=...').", setup if i == 0 else "",
                  fixed if i == 0 else "",
-                 f"'{key}={good[key]}' in sh('python3 stats.py numbers.txt').splitlines()")
+                 f"[ln for ln in sh('python3 stats.py numbers.txt').splitlines() "
+                 f"if ln.startswith('{key}=')] == ['{key}={good[key]}']")
             for i, key in enumerate(keys)]
 
 
