@@ -94,3 +94,14 @@ def test_a_stats_script_printing_every_candidate_fails(tmp_path: Path) -> None:
     for task in tasks:
         assert domain.score(task, task.reference).reward == 1.0
         assert domain.score(task, HEDGE_STATS).reward == 0.0
+
+
+def test_deleting_the_repository_fails_the_tag_step(tmp_path: Path) -> None:
+    # Both sides of the tag check were '' once repo/ was gone: 'rm -rf repo' passed
+    # every difficulty-1 tag task (and 1/d of any git task with a tag step).
+    domain = TerminalGenDomain(cache_dir=tmp_path)
+    tasks = _generated(tmp_path, "git", "create a tag", 3)
+    for task in tasks:
+        assert domain.score(task, task.reference).reward == 1.0
+        for attack in ("rm -rf repo", "rm -rf repo/.git"):
+            assert domain.score(task, attack).reward == 0.0

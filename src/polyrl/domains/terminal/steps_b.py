@@ -47,6 +47,7 @@ def g_tag(rng: random.Random) -> Step:
     n = rng.randint(1, 9)
     return Step("tag", f"In repo/, create a tag v{n}.0 on the first commit (message 'init').",
                 _git("tag"), f"git -C repo tag v{n}.0 $(git -C repo rev-list --max-parents=0 HEAD)",
+                f"sh('git -C repo rev-list --max-parents=0 HEAD').strip() != '' and "
                 f"sh('git -C repo rev-parse v{n}.0^{{commit}}') == "
                 f"sh('git -C repo rev-list --max-parents=0 HEAD')")
 
