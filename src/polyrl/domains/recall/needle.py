@@ -3,10 +3,11 @@
 A task hides a chain of ``hops`` facts in a haystack: ``hops - 1`` link facts
 ("The key amber-heron leads to the key violet-otter.") and one code fact
 ("The code of violet-otter is 482913."), plus decoy codes and decoy chains
-between other keys, each as long as the true chain (``hops - 1`` links), so that only
-the key the question names tells which code is the answer (with one-link decoys, the
-code at the end of the longest chain was the answer at 3+ hops, whatever the question). The question names the first key; the answer is the code
-at the end of the chain. With ``hops = 1`` it is the classic needle in a
+between other keys. The question names the first key; the answer is the code at the
+end of the chain. At 3+ hops the decoy chains are as long as the true one, so that
+only the key the question names tells which code is the answer (with one-link decoys,
+the code at the end of the longest chain was it, whatever the question asked).
+With ``hops = 1`` it is the classic needle in a
 haystack (Kamradt 2023, "Needle In A Haystack"); with more hops it is a
 variable-tracking chain in the spirit of RULER (Hsieh et al. 2024, arXiv:2404.06654).
 
