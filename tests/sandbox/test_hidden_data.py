@@ -30,3 +30,25 @@ def test_humaneval_answers_are_hidden_in_bwrap_sandboxes(sb: Sandbox):
 def test_humaneval_answers_are_hidden_in_fork_server_children(fs: ForkServer):
     res = fs.run_python(PEEK)
     assert res.stdout.split("\n")[:2] == ["[]", "refused 30"], res.stdout + res.stderr
+
+
+# polyrl's own task generators hold their reference solutions: a completion could
+# regenerate its task and run the reference (this import worked in every sandbox)
+LOOKUP = ("try:\n    import polyrl.domains.code.gen\n    print('imported')\n"
+          "except ImportError as e:\n    print('hidden', type(e).__name__)\n")
+
+
+def test_polyrl_itself_is_hidden_in_bwrap_sandboxes(sb: Sandbox):
+    import polyrl
+
+    assert os.path.dirname(os.path.realpath(polyrl.__file__)) in hostview.python_layout()[1]
+    res = sb.run_python(LOOKUP)
+    assert res.stdout == "hidden ModuleNotFoundError\n", res.stdout + res.stderr
+    with sb.session() as s:  # a session's steps (in a keeper's namespaces) too
+        res = s.run([sb.python, "-c", LOOKUP])
+        assert res.stdout == "hidden ModuleNotFoundError\n", res.stdout + res.stderr
+
+
+def test_polyrl_itself_is_hidden_in_fork_server_children(fs: ForkServer):
+    res = fs.run_python(LOOKUP)
+    assert res.stdout == "hidden ModuleNotFoundError\n", res.stdout + res.stderr

