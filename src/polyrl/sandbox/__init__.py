@@ -15,7 +15,8 @@ Backends: ``bwrap`` (default): bubblewrap with new user, pid, network, ipc and u
 namespaces, system directories and the Python installation read-only, an ``/etc``
 of the few entries programs need that every local user of the host may read
 (``polyrl.sandbox.etcview``: never ``shadow`` or ``ssl/private``), the evaluation
-answers some packages ship covered (``hostview.HIDDEN_PACKAGE_DATA``: HumanEval's), a
+answers some packages ship covered (``hostview.HIDDEN_PACKAGE_DATA``: HumanEval's, and
+polyrl itself, whose task generators hold reference solutions), a
 private writable ``/workspace``, a private size-limited ``/tmp``, no host home, an
 allow-listed environment, ``--die-with-parent``, ``--new-session``, no_new_privs and no
 capabilities; as root, every execution also runs as its own unused host uid.
