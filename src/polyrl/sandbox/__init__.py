@@ -127,8 +127,9 @@ Limitations (real hazards, read before trusting a verdict):
   gives each execution a network namespace of its own (~30% fewer executions/s of
   trivial programs, ~15% on the HumanEval checks). Under the ``landlock`` fallback
   isolation the workspaces are directories of the server's ``/tmp``, whose space
-  (``workers`` x ``max_file_mib`` + 64 MiB) one execution may fill. ``/proc`` lists the others, and
-  their ``/proc/<pid>/net`` (sockets, ports, interface counters) stays readable.
+  (``workers`` x ``max_file_mib`` + 64 MiB) one execution may fill. Where Landlock
+  scopes signals, ``/proc`` lists the others, and their ``/proc/<pid>/net`` (sockets,
+  ports, interface counters) stays readable.
   Each ``namespaces`` child also mounts a devpts instance of its own at ``/dev/pts``
   (with the sandbox's one, an execution opened a neighbour's pty, read what its test
   typed and wrote a forged answer). The ``landlock`` fallback (no mount namespace)
@@ -143,9 +144,28 @@ Limitations (real hazards, read before trusting a verdict):
   No execution can change another's or the server's limits, priority, affinity or
   scheduling (the seccomp filter allows those calls on the caller itself only, also
   in bwrap sandboxes: ``resource.prlimit(os.getpid(), ...)`` fails, ``prlimit(0, ...)``
-  works). Under Landlock ABI < 6 an execution can still signal the forker (the
-  server then fails: the executions in flight get ``SandboxError``, and the next call
-  starts a new server).
+  works). Under Landlock ABI < 6 (Linux < 6.12) signals cannot be scoped, and an
+  execution could signal the others and the forker by pid (the same uid):
+  ``kill(-1, SIGKILL)`` killed every execution in flight and the server (measured:
+  a group's other samples then fail, which raises the attacker's group-relative
+  advantage). There each execution runs in a pid namespace of its own
+  (``ForkServer(pid_namespace=None)``, the default; True forces it, False refuses it;
+  ``ForkServer.uses_pid_namespace`` tells), made by the forker: as its pid 2 (a child
+  of the forker, which reports its exit status, CPU time and peak memory as before),
+  beside the namespace's init (pid 1: a tiny program that only waits, killed with
+  whatever the execution left once it ends). It can signal no process outside (they
+  have no pid there) and, under ``namespaces``, sees only its own in a ``/proc`` of its
+  own. What differs: ~1 ms more CPU per execution (a namespace, an init, a ``/proc``:
+  ~10-20% fewer executions/s on the HumanEval checks here), and ``os.getppid()`` is 0.
+  The init holds no fd and no capability; on x86_64 it is not dumpable (the execution
+  cannot trace it or read its ``/proc`` files); elsewhere it is a ``sleep`` of the
+  same uid, which an execution in the ``namespaces`` isolation may trace: it then
+  controls a process that sees nothing it does not. Under the ``landlock``
+  fallback (no mount namespace) ``/proc`` is still the sandbox's: it lists the others
+  (their pids, not their memory) and numbers processes as the sandbox does
+  (``/proc/self`` works; ``/proc/<os.getpid()>`` is another process). Abstract unix
+  sockets stay shared below ABI 6 (bound to the network namespace:
+  ``private_network`` separates them).
   Processes an execution leaves behind are killed when it ends (each execution is the
   subreaper of its own processes, so the others' are never mistaken for them).
 - Session steps are separate executions: cwd and files persist, shell variables and

@@ -20,17 +20,24 @@ Messages on the SOCK_SEQPACKET socket. Server -> forker: ``>i`` token + fds
 ``[request memfd, stdin, stdout w, stderr w, setup w]`` (+ the job directory's
 ``O_PATH`` fd under ``landlock``). Forker -> server: ``b"P" + =ii (pid, token)`` when
 forked, ``b"E" + =i token + message`` when the fork failed, ``b"X" + =iiddq (pid,
-status, utime s, stime s, maxrss KiB)`` when a child was reaped.
+status, utime s, stime s, maxrss KiB)`` when a child was reaped. With a pid namespace
+per execution, pids as this sandbox's ``/proc`` numbers them (the forker's own differ).
 """
 
 # ruff: noqa: F821
 
 import base64
+import ctypes
 import json
 import os
 import select
+import signal
 import socket
 import struct
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_syscall = _libc.syscall
+_SYS_CLOSE_RANGE = 436
 
 _ASK = struct.Struct("=i")
 _PID = struct.Struct("=ii")
@@ -41,11 +48,26 @@ def forker_main(sock, iso):
     """Serve the server's fork requests on ``sock`` until it closes; never returns.
 
     The forker reaps its own children (executions) and reports them; their orphans go
-    to the server (pid 1, the subreaper), which kills them as strays."""
+    to the server (pid 1, the subreaper), which kills them as strays.
+
+    With a pid namespace per execution (``iso.pidns``) the forker is pid 1 of a user
+    and pid namespace of its own (``own_user_and_pid_namespace``: its parent waits for
+    it and exits as it did), so that it may make one below for each execution and
+    return to its own after each fork: ``unshare(CLONE_NEWPID)``, the new namespace's
+    init (pid 1, ``spawn_pidns_init``), the execution's child (pid 2, its own child:
+    ``wait4`` gives its status and usage as before), ``setns`` back. Pids go to the
+    server as its ``/proc`` numbers them (``outer_pid``). Once the child is reaped its
+    init is killed, and with it whatever the execution left in its namespace."""
+    if iso.pidns:
+        own_user_and_pid_namespace(iso)
+        iso.pidns_fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        drop_dac_capabilities()
+        _syscall(_SYS_CLOSE_RANGE, 3, 0xFFFFFFFF, 4)  # CLOSE_RANGE_CLOEXEC: inits hold none
     poller = select.poll()
     sfd = sock.fileno()
     poller.register(sfd, select.POLLIN)
     pidfds = {}
+    shown = {}  # pid here -> (pid in the server's numbering, its namespace's init)
     while True:
         for fd, _ev in poller.poll():
             if fd != sfd:
@@ -53,28 +75,53 @@ def forker_main(sock, iso):
                 poller.unregister(fd)
                 os.close(fd)
                 _, status, ru = os.wait4(pid, 0)
-                sock.send(b"X" + _EXIT.pack(pid, status, ru.ru_utime, ru.ru_stime,
+                outer, init = shown.pop(pid, (pid, -1))
+                if init > 0:  # from outside its namespace: always delivered
+                    os.kill(init, signal.SIGKILL)
+                    os.waitpid(init, 0)  # the kernel has killed and reaped the namespace
+                sock.send(b"X" + _EXIT.pack(outer, status, ru.ru_utime, ru.ru_stime,
                                             ru.ru_maxrss))
                 continue
             msg, fds, _flags, _addr = socket.recv_fds(sock, 64, 8)
             if not msg:
                 os._exit(0)  # the server is gone
+            init = pid = -1
             try:
+                if iso.pidns:
+                    init = 0  # from here on, the setns below is due
+                    init = _new_pid_namespace(iso, fds)
                 pid = os.fork()
             except OSError as e:
                 for f in fds:
                     os.close(f)
+                if init > 0:
+                    os.kill(init, signal.SIGKILL)
+                    os.waitpid(init, 0)
                 sock.send(b"E" + msg[:4] + f"fork: {e}".encode()[:1000])
-                continue
             if pid == 0:
                 sock.close()
                 forked_child(iso, fds)
+            if init >= 0 and _libc.setns(iso.pidns_fd, 0x20000000) != 0:  # CLONE_NEWPID
+                os._exit(1)  # cannot go back to its own pid namespace: fail loudly
+            if pid < 0:
+                continue
             for f in fds:
                 os.close(f)
             pfd = os.pidfd_open(pid)
             pidfds[pfd] = pid
             poller.register(pfd, select.POLLIN)
+            if init > 0:
+                shown[pid] = (outer_pid(pfd), init)
+                pid = shown[pid][0]
             sock.send(b"P" + _PID.pack(pid, _ASK.unpack(msg[:4])[0]))
+
+
+def _new_pid_namespace(iso, fds):
+    """``unshare(CLONE_NEWPID)`` and start the new namespace's init; returns its pid.
+    Raises OSError (the caller then ``setns``-es back all the same)."""
+    if _libc.unshare(0x20000000) != 0:  # CLONE_NEWPID
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWPID)")
+    return spawn_pidns_init(iso.init_path, fds)
 
 
 def forked_child(iso, fds):

@@ -38,10 +38,10 @@ class Landlock:
     directory and restricts itself (``apply``). ``abi`` is the kernel's Landlock ABI.
     """
 
-    def __init__(self, abi):
+    def __init__(self, abi, scope=True):
         self.abi = abi
         self.fs_all = _FS_RIGHTS_BY_ABI.get(abi, _FS_RIGHTS_BY_ABI[5])
-        scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 else 0
+        scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 and scope else 0
         attr = struct.pack("=QQQ", self.fs_all, 0, scoped)
         self.attr_size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
         self.attr = ctypes.create_string_buffer(attr[:self.attr_size], self.attr_size)
@@ -167,10 +167,18 @@ class Isolation:
     executions/s of a trivial program here, ~15% on HumanEval checks: creating and destroying a network namespace
     is one of the kernel's costlier operations).
 
+    ``pid_namespace``: each child also runs in a pid namespace of its own, made by the
+    forker (``forker_main``), as pid 2 beside an init: it can neither see
+    (``namespaces``: a fresh ``/proc``) nor signal the other executions, the forker or
+    the server. None: only where Landlock cannot scope signals (ABI < 6, or ``scope``
+    False, a test's switch), since it costs a namespace, an init and a ``/proc`` per
+    execution.
+
     Every Python-level step in a child costs copy-on-write page faults, so what can be
     prepared in the server is (rule buffers, capability buffers, environment)."""
 
-    def __init__(self, kind, landlock=None, abi=0, private_network=False):
+    def __init__(self, kind, landlock=None, abi=0, private_network=False,
+                 pid_namespace=None, scope=True):
         self.kind = kind
         self.landlock = landlock
         self.abi = abi
@@ -179,8 +187,12 @@ class Isolation:
         # read-only binds under /tmp (the Python installation of a checkout there): the
         # child's fresh /tmp would hide them, so it binds them again
         self.tmp_mounts = _mounts_beneath(("/tmp",)) if kind == "namespaces" else []
-        if kind == "namespaces" and abi >= 6:
+        if kind == "namespaces" and abi >= 6 and scope:
             self.scope = _scoped_ruleset(0, [])  # no file rules: scopes only
+        scoped = abi >= 6 and scope
+        self.pidns = (not scoped) if pid_namespace is None else bool(pid_namespace)
+        self.pidns_fd = -1  # the forker's own pid namespace, once it has made it
+        self.init_path = _init_program() if self.pidns else None
         uid, gid = os.getuid(), os.getgid()
         self.uid_map = f"{uid} {uid} 1".encode()
         self.gid_map = f"{gid} {gid} 1".encode()
@@ -204,7 +216,13 @@ class Isolation:
 
         ``landlock``: a user namespace of its own without uid map (``RLIMIT_NPROC`` then
         counts only this execution's processes; the program sees uid/gid 65534), then the
-        Landlock domain. The child stays non-dumpable (inherited from the server)."""
+        Landlock domain. The child stays non-dumpable (inherited from the server).
+
+        ``pidns`` (the child is pid 2 of a pid namespace of its own, owned by the forker's
+        user namespace, where it still has every capability): ``namespaces`` makes its
+        mount namespace and mounts (with a fresh ``/proc`` of its pid namespace) first,
+        there, then its user namespace; ``landlock`` is as without (no mount namespace:
+        ``/proc`` lists the others, none of which it can signal)."""
         if self.kind == "landlock":
             if _libc.unshare(0x10000000 | self.net) != 0:  # CLONE_NEWUSER
                 raise OSError(ctypes.get_errno(), "unshare")
@@ -214,12 +232,16 @@ class Isolation:
             _drop_caps()
             return jobdir + "/w"
         _libc.prctl(4, 1, 0, 0, 0)  # dumpable while we write our own /proc/self maps
+        if self.pidns:  # mounts first: /proc needs capabilities where the pid ns belongs
+            if _libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
+                raise OSError(ctypes.get_errno(), "unshare")
         # CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC
-        if _libc.unshare(0x10000000 | 0x00020000 | 0x08000000 | self.net) != 0:
+        elif _libc.unshare(0x10000000 | 0x00020000 | 0x08000000 | self.net) != 0:
             raise OSError(ctypes.get_errno(), "unshare")
-        map_ids(self.uid_map, self.gid_map)
-        if self.net:
-            _loopback_up()
+        else:
+            map_ids(self.uid_map, self.gid_map)
+            if self.net:
+                _loopback_up()
         tmpfs = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
         own_tmpfs([(b"/workspace", "size={},nr_inodes={},mode=700".format(*workspace).encode()),
                    (b"/tmp", tmpfs), (b"/dev/shm", tmpfs)], self.tmp_mounts)
@@ -228,11 +250,53 @@ class Isolation:
         if _libc.mount(b"devpts", b"/dev/pts", b"devpts", 2 | 8,
                        b"newinstance,ptmxmode=0666,mode=0620") != 0:  # NOSUID | NOEXEC
             raise OSError(ctypes.get_errno(), "mount /dev/pts")
+        if self.pidns:
+            if _libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, None) != 0:  # NOSUID|NODEV|NOEXEC
+                raise OSError(ctypes.get_errno(), "mount /proc")
+            # CLONE_NEWUSER | CLONE_NEWIPC: its own RLIMIT_NPROC count, as without
+            if _libc.unshare(0x10000000 | 0x08000000 | self.net) != 0:
+                raise OSError(ctypes.get_errno(), "unshare")
+            map_ids(self.uid_map, self.gid_map)
+            if self.net:
+                _loopback_up()
         _drop_caps()  # and seccomp (after this) refuses mount calls: the mounts stay
         if self.scope >= 0 and _syscall(_SYS_RESTRICT, self.scope, 0) != 0:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self (scopes)")
         _libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
         return "/workspace"
+
+
+_INIT_CODE = {"x86_64": bytes.fromhex("b822000000" "0f05" "ebf7")}  # 1: pause(); jmp 1b
+
+
+def _init_program():
+    """Path of the program that a pid namespace's init runs: a tiny static one (pause
+    in a loop; x86_64) in a memfd of mode 0111, which makes its process non-dumpable
+    (it cannot be traced, nor its /proc files read, by the execution: same uid) and
+    costs ~0.1 ms to start; else a ``sleep`` binary (traceable), else None (a fork of
+    the server). Tried once here: an exec refused (``vm.memfd_noexec``) falls back."""
+    code = _INIT_CODE.get(os.uname().machine)
+    if code is not None:
+        base, head = 0x400000, 64 + 56
+        size = head + len(code)
+        elf = (b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack(  # ELF64, little-endian
+            "<HHIQQQIHHHHHH", 2, 0x3E, 1, base + head, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+            + struct.pack("<IIQQQQQQ", 1, 5, 0, base, base, size, size, 0x1000) + code)
+        try:
+            fd = os.memfd_create("polyrl-init", os.MFD_CLOEXEC)
+            os.write(fd, elf)
+            os.fchmod(fd, 0o111)
+            path = f"/proc/self/fd/{fd}"
+            pid = os.posix_spawn(path, ["init"], {})
+            alive = os.waitpid(pid, os.WNOHANG)[0] == 0
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            if alive:
+                return path
+            os.close(fd)
+        except OSError:
+            pass
+    return next((p for p in ("/usr/bin/sleep", "/bin/sleep") if os.access(p, os.X_OK)), None)
 
 
 def map_ids(uid_map, gid_map):
@@ -288,9 +352,11 @@ def workspace_limits(tmp_bytes, files):
     return size, _inodes(tmp_bytes) + len(files) + len(dirs)
 
 
-def choose_isolation(preferred, private_network=False):
+def choose_isolation(preferred, private_network=False, pid_namespace=None, scope=True):
     """The first isolation (``namespaces``, then ``landlock``) that a test child can enter
-    (with a network namespace of its own per child if ``private_network``)."""
+    (with a network namespace of its own per child if ``private_network``; a pid
+    namespace as ``Isolation``'s ``pid_namespace``; ``scope`` False: no Landlock scopes,
+    for tests)."""
     abi = _syscall(_SYS_CREATE, None, 0, 1)
     errors = {}
     for kind in [preferred] if preferred else ["namespaces", "landlock"]:
@@ -298,8 +364,8 @@ def choose_isolation(preferred, private_network=False):
             errors[kind] = f"no Landlock in this kernel (errno {ctypes.get_errno()})"
             continue
         try:
-            iso = Isolation(kind, Landlock(abi) if kind == "landlock" else None, abi,
-                            private_network)
+            iso = Isolation(kind, Landlock(abi, scope) if kind == "landlock" else None, abi,
+                            private_network, pid_namespace, scope)
         except OSError as e:
             errors[kind] = str(e)
             continue
@@ -312,6 +378,8 @@ def choose_isolation(preferred, private_network=False):
         if pid == 0:
             try:
                 os.close(r)
+                if iso.pidns:  # as in the forker (its own user and pid namespace)
+                    own_user_and_pid_namespace(iso)  # noqa: F821 (_fs_child.py)
                 iso.enter(jobdir, 1 << 20, workspace_limits(1 << 20, ()))
                 try:  # the walls hold: nothing beside the job directory is writable
                     os.close(os.open(ROOT + "/x", os.O_CREAT | os.O_WRONLY, 0o600))

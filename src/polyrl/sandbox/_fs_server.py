@@ -17,7 +17,8 @@ fresh tmpfs at ``/workspace``, ``/tmp`` and ``/dev/shm``, and
 with Landlock ABI >= 6 no signals or abstract unix sockets outside its domain (the
 server, other executions). ``landlock`` (fallback): its own user namespace + a Landlock
 domain: read/execute on the system directories, read/write only beneath its job
-directory and the shared ``/dev/shm``. Both: every capability dropped, not dumpable,
+directory and the shared ``/dev/shm``. Below ABI 6 (or when asked), both add a pid
+namespace per execution (made by the forker). Both: every capability dropped, not dumpable,
 no_new_privs (from bwrap), the seccomp filter, the subreaper of its own processes.
 With ``private_network`` each child also gets a network namespace of its own (loopback
 only, brought up by the child before it drops its capabilities).
@@ -166,7 +167,8 @@ def main():
     else:
         os.makedirs(ROOT, mode=0o711, exist_ok=True)
         iso, iso_errors = choose_isolation(  # noqa: F821 (_fs_isolation.py, sent before)
-            cfg.get("isolation"), bool(cfg.get("private_network")))
+            cfg.get("isolation"), bool(cfg.get("private_network")), cfg.get("pid_namespace"),
+            cfg.get("scope", True))
     # what every child needs, set once here (a child's own Python work costs page faults)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as before: a closed stdout kills
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -196,6 +198,7 @@ def main():
         vm_kib = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
     send(ctl_out, {"hello": True, "vm_mib": vm_kib / 1024.0, "preload_errors": errors,
                    "isolation": iso.kind if iso else None, "isolation_errors": iso_errors,
+                   "pid_namespace": bool(getattr(iso, "pidns", False)),
                    "landlock_abi": (iso.landlock.abi if iso.landlock else getattr(iso, "abi", None))
                    if iso else None})
     if iso is None:

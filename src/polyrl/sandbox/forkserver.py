@@ -4,8 +4,9 @@ A warm interpreter (with ``preload`` modules imported) runs inside one bwrap san
 its forker (a copy made before any request, that never holds one: see
 ``_fs_forker.py``) forks one child per execution; each child gets its own isolation
 (user, mount and IPC namespaces with a private ``/workspace``, ``/tmp`` and
-``/dev/shm``, signals and abstract sockets scoped by Landlock; see
-``ForkServer.isolation``), rlimits, session, output pipes and a fresh workspace
+``/dev/shm``, signals and abstract sockets scoped by Landlock, or where the kernel
+cannot scope them a pid namespace of its own; see ``ForkServer.isolation`` and
+``pid_namespace``), rlimits, session, output pipes and a fresh workspace
 directory, the seccomp filter, and is reaped (see ``_fs_server.py``). A fork costs
 ~2-3 ms of CPU where a fresh sandboxed interpreter costs ~13-20 ms: on the 164 HumanEval
 checks ~2.2-2.7x the throughput of bare ``python -c``
@@ -130,6 +131,7 @@ class _Server:
         self.preload_errors: dict[str, str] = hello.get("preload_errors", {})
         self.isolation: str = hello["isolation"]
         self.landlock_abi: int | None = hello.get("landlock_abi")
+        self.pid_namespace = bool(hello.get("pid_namespace"))
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         threading.Thread(target=self._reader, daemon=True, name="forkserver-reader").start()
 
@@ -268,6 +270,15 @@ class ForkServer:
             of the executions/s of a trivial program and ~15% on the HumanEval checks
             here (a network namespace is costly to create and destroy); worth it where
             programs use sockets. Excludes ``limits.network``.
+        pid_namespace: give each execution a pid namespace of its own, so that it can
+            neither signal nor (``namespaces``: a fresh ``/proc``) see the executions
+            running beside it, the forker or the server. None (the default): only where
+            Landlock cannot scope signals (ABI < 6, Linux < 6.12); there, one execution
+            could otherwise kill its neighbours (``kill(-1, SIGKILL)``: a group's other
+            samples fail their tests) and the server. True forces it (tests), False
+            refuses it. Costs ~1 ms of CPU per execution (~10-20% of the executions/s
+            on the HumanEval checks here; see :attr:`uses_pid_namespace`, and
+            ``forker_main`` in ``_fs_forker.py``).
 
     Workspace of an execution: its cwd, empty at start but for its input ``files``.
     With ``namespaces`` isolation (the default) it is a tmpfs of its own at
@@ -293,7 +304,7 @@ class ForkServer:
                  python: str | None = None,
                  transcript_path: str | os.PathLike[str] | None = None,
                  isolation: str | None = None, programs: dict[str, str] | None = None,
-                 private_network: bool = False) -> None:
+                 private_network: bool = False, pid_namespace: bool | None = None) -> None:
         if isolation is not None and isolation not in ISOLATIONS:
             raise ValueError(f"isolation must be one of {ISOLATIONS} or None, got {isolation!r}")
         self.preload = list(dict.fromkeys([*DEFAULT_PRELOAD, *preload]))
@@ -306,6 +317,8 @@ class ForkServer:
         self.isolation_pref = isolation
         self.programs = dict(programs or {})
         self.private_network = private_network
+        self.pid_namespace_pref = pid_namespace
+        self._signal_scope = True  # tests: False keeps Landlock from scoping signals
         # the server holds ~5 fds per running execution; its children get 1024 each
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
         self._nofile = max(1024, 16 * self.workers + 256)
@@ -344,6 +357,12 @@ class ForkServer:
         if needed."""
         return self._get_server().isolation
 
+    @property
+    def uses_pid_namespace(self) -> bool:
+        """Whether each execution runs in a pid namespace of its own (``pid_namespace``;
+        by default where Landlock ABI < 6). Starts the server if needed."""
+        return self._get_server().pid_namespace
+
     def _get_server(self) -> _Server:
         server = self._server
         if server is not None and not server.dead and not self._closed:
@@ -357,7 +376,8 @@ class ForkServer:
                 server_lim = self._server_limits()
                 cfg = {"preload": list(self.preload), "workers": self.workers,
                        "isolation": self.isolation_pref, "programs": self.programs,
-                       "private_network": self.private_network}
+                       "private_network": self.private_network,
+                       "pid_namespace": self.pid_namespace_pref, "scope": self._signal_scope}
                 # children's workspaces are their own tmpfs (namespaces) or directories of
                 # the server's private /tmp (landlock): nothing on the host
                 self._server = _Server(cfg, server_lim, self.python, nofile=self._nofile,
