@@ -8,7 +8,9 @@ NOT persist between steps.
 On the bwrap backend the workspace is a tmpfs the kernel bounds (``polyrl.sandbox.keeper``):
 each step may add its ``max_file_mib`` MiB (and one file per 4 KiB of it) to what the
 workspace holds, and gets ENOSPC past it (``limit_hit="max_file_mib"``), whatever it
-does with its files. It takes the host's memory, not its disk. Where no keeper can be
+does with its files. It takes the host's memory, not its disk, so the steps of one
+session fill it up to ``keeper.SESSION_FACTOR`` (4) x ``max_file_mib`` in all (what the
+host writes itself, ``write_file`` and ``restore``, is never cut). Where no keeper can be
 made (a host that refuses this user a user namespace, or ``POLYRL_SESSION_TMPFS=0``),
 the workspace is a host directory that the host measures while each step runs
 (``polyrl.sandbox.diskguard``), which a program that means to can evade (see the
