@@ -128,3 +128,17 @@ def test_quiet_silences_the_libraries_progress_bars_too(tmp_path: Path):
                "--max-tokens", "4")
     assert r.returncode == 0, r.stderr
     assert "Loading" not in r.stderr and "%|" not in r.stderr, r.stderr
+
+
+def test_eval_of_a_saved_model_draws_only_its_own_bar(tmp_path: Path):
+    """transformers' "Loading weights" bar went to stderr beside polyrl's own (without
+    --quiet): it is turned off as `polyrl run` turns it off."""
+    from polyrl.models.tiny import save_tiny
+
+    model = save_tiny(tmp_path / "m", hidden_size=32, num_layers=1, num_heads=2,
+                      intermediate_size=64)
+    r = subprocess.run([sys.executable, "-m", "polyrl", "eval", "--policy", f"hf:{model}",
+                        "--domains", "math/arith-v1", "--n", "2", "--max-tokens", "2"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "math/arith-v1" in r.stdout and "Loading weights" not in r.stderr, r.stderr

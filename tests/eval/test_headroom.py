@@ -9,6 +9,7 @@ import pytest
 from polyrl.config import load_config
 from polyrl.domains.registry import get_domain
 from polyrl.eval.headroom import headroom, policy_path
+from polyrl.eval.pipeline import Hooks
 from polyrl.models.tiny import save_tiny
 
 
@@ -34,5 +35,34 @@ def test_headroom_probes_each_domain_and_ranks(tmp_path: Path):
 
 def test_policy_path_refuses_remote_policies():
     with pytest.raises(ValueError, match="trainable"):
-        policy_path("openai:http://x#m", load_config(), [])
-    assert policy_path("hf:/some/dir", load_config(), []) == "/some/dir"
+        policy_path("openai:http://x#m", load_config())
+    assert policy_path("hf:/some/dir", load_config()) == "/some/dir"
+
+
+class _Bars(Hooks):
+    def __init__(self) -> None:
+        self.started: list[str] = []
+
+    def start(self, stage: str, total: float | None) -> None:
+        self.started.append(stage)
+
+
+def test_tiny_is_the_configs_own_base_model_whatever_is_probed(tmp_path: Path):
+    """``--policy tiny`` is documented as the quickstart's base model: it is built on the
+    config's domains (as `polyrl run` builds it), not on the domains probed (before, it
+    warm-started a second model on the probed ones: arith 0.63 vs 0.20 at baseline)."""
+    from polyrl.domains.resolve import resolve_domains
+    from polyrl.eval import setup
+
+    cfg = load_config(None, [f"model.tiny.cache_dir={tmp_path}", "model.tiny.hidden_size=32",
+                             "model.tiny.num_layers=1", "model.tiny.num_heads=2",
+                             "model.tiny.intermediate_size=64",
+                             "model.tiny.warm_start_steps=1", "model.tiny.warm_start_demos=8"])
+    assert len(cfg.domains) > 1  # the quickstart's: more than the one probed below
+    bars = _Bars()
+    path = policy_path("tiny", cfg, bars)
+    assert bars.started == ["warm start (SFT)"]  # a progress bar while it is built
+    assert setup.cached_base_model(cfg, resolve_domains(cfg))  # the config's own model
+    assert path == setup.base_model_path(cfg, resolve_domains(cfg))  # cached: same path
+    only = [get_domain("math/arith-v1")]
+    assert not setup.cached_base_model(cfg, only)  # no model of the probed domains alone

@@ -86,6 +86,10 @@ def eval_(
     if n == 0 and unbounded:
         fail(f"--n: {', '.join(unbounded)} {'is' if len(unbounded) == 1 else 'are'} "
              "procedural (no fixed test set): give a task count > 0", 2)
+    if policy.startswith(("hf:", "vllm:")):  # the eval bar below is the only one
+        from polyrl.eval.setup import silence_transformers_bars
+
+        silence_transformers_bars()
     try:
         pol = make_policy(policy, domains=doms)
         sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
@@ -140,7 +144,7 @@ def headroom(
     doms = _domains(domains)
     hooks = RichHooks()
     try:
-        path = policy_path(policy, cfg, doms, hooks)
+        path = policy_path(policy, cfg, hooks)
     except ValueError as e:
         fail(str(e))
     ranked = run_headroom(cfg, path, doms, probe_steps=probe_steps, n=n, hooks=hooks)

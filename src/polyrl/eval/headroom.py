@@ -19,26 +19,31 @@ from polyrl.config import DomainEntry, RunConfig
 from polyrl.domains.base import Domain
 from polyrl.eval import setup
 from polyrl.eval.evaluate import evaluate
-from polyrl.eval.pipeline import Hooks
+from polyrl.eval.pipeline import Hooks, base_model_with_progress
 from polyrl.eval.summary import compare
 
 
-def policy_path(spec: str, cfg: RunConfig, domains: Sequence[Domain],
-                hooks: Hooks | None = None) -> str:
+def policy_path(spec: str, cfg: RunConfig, hooks: Hooks | None = None) -> str:
     """The model directory a headroom probe starts from.
 
-    ``hf:PATH`` gives PATH; ``tiny`` gives the run config's warm-started tiny model
-    (built and cached on first use).
+    ``hf:PATH`` gives PATH; ``tiny`` gives the warm-started tiny model of ``cfg`` (built
+    on the config's own domains, as ``polyrl run`` on that config builds it, whatever
+    domains are probed: the quickstart's base model by default; cached after its first
+    build), with a progress bar on ``hooks`` while it is built.
 
     Raises:
         ValueError: a spec that names no trainable local model (e.g. ``openai:``).
+        ConfigError: the config's domains cannot be resolved (``tiny`` only).
     """
     if spec.startswith("hf:"):
         return spec[3:]
     if spec == "tiny":
+        from polyrl.domains.resolve import resolve_domains
+
         tiny_cfg = cfg.model_copy(deep=True)
         tiny_cfg.model.kind = "tiny"
-        return setup.base_model_path(tiny_cfg, domains, log=hooks.log if hooks else None)
+        setup.set_threads(tiny_cfg)  # also silences transformers' own bars
+        return base_model_with_progress(tiny_cfg, resolve_domains(tiny_cfg), hooks or Hooks())
     raise ValueError(f"headroom needs a trainable policy: 'hf:PATH' or 'tiny', got {spec!r}")
 
 

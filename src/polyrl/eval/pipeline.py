@@ -27,12 +27,13 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from polyrl.config import RunConfig, dump_config, load_config
+from polyrl.domains.base import Domain
 from polyrl.eval import setup
 from polyrl.eval.evaluate import EvalReport, evaluate
 from polyrl.eval.report import report
@@ -56,6 +57,27 @@ class Hooks:
 
     def end(self) -> None:
         """The current stage finished."""
+
+
+def base_model_with_progress(cfg: RunConfig, domains: Sequence[Domain], hooks: Hooks) -> str:
+    """``setup.base_model_path`` with a progress bar while a tiny model is warm-started
+    (``hooks``), and its log lines printed under the finished bar. Returns the model
+    directory (or hub id)."""
+    tiny = cfg.model.tiny
+    total = tiny.warm_start_steps or tiny.warm_start_s
+    if cfg.model.kind == "tiny" and not setup.cached_base_model(cfg, domains):
+        hooks.start("warm start (SFT)", total)
+
+    def on_step(step: int, elapsed_s: float, loss: float) -> None:
+        done = step if tiny.warm_start_steps else elapsed_s
+        hooks.update(min(done, total), f"loss {loss:.3f}")
+
+    notes: list[str] = []  # printed under the finished bar, not above it
+    path = setup.base_model_path(cfg, domains, on_step=on_step, log=notes.append)
+    hooks.end()
+    for line in notes:
+        hooks.log(line)
+    return path
 
 
 def train_progress(step: int, steps: int, elapsed_s: float, budget_s: float) -> float:
@@ -204,20 +226,7 @@ class _Job:
     # -- stages -----------------------------------------------------------------------
     def stage_base_model(self) -> None:
         """Build (or find cached) the base model; record where it is."""
-        tiny = self.cfg.model.tiny
-        total = tiny.warm_start_steps or tiny.warm_start_s
-        if self.cfg.model.kind == "tiny" and not setup.cached_base_model(self.cfg, self.domains):
-            self.hooks.start("warm start (SFT)", total)
-
-        def on_step(step: int, elapsed_s: float, loss: float) -> None:
-            done = step if tiny.warm_start_steps else elapsed_s
-            self.hooks.update(min(done, total), f"loss {loss:.3f}")
-
-        notes: list[str] = []  # printed under the finished bar, not above it
-        path = setup.base_model_path(self.cfg, self.domains, on_step=on_step, log=notes.append)
-        self.hooks.end()
-        for line in notes:
-            self.hooks.log(line)
+        path = base_model_with_progress(self.cfg, self.domains, self.hooks)
         self.state["base_model"] = path
         info = Path(path) / "warmstart.json"
         if info.is_file():

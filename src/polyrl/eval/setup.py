@@ -107,6 +107,12 @@ def set_threads(cfg: RunConfig) -> None:
     silence transformers' own progress bars (the pipeline draws its own)."""
     if cfg.run.torch_threads > 0:
         torch.set_num_threads(cfg.run.torch_threads)
+    silence_transformers_bars()
+
+
+def silence_transformers_bars() -> None:
+    """Turn off transformers' own progress bars ("Loading weights", "Writing model
+    shards"): polyrl's commands draw their own on stderr."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
