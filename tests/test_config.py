@@ -81,7 +81,10 @@ def test_cli_misspelled_key_is_one_line_exit_2(tmp_path):
 def test_bad_override_is_blamed_on_set_not_the_file():
     with pytest.raises(ConfigError) as e:
         load_config(None, ["train.lr=abc"])
-    assert str(e.value).startswith("--set: train.lr: must be a valid number")
+    assert str(e.value) == "--set: train.lr: must be a valid number, got 'abc'"
+    with pytest.raises(ConfigError) as e:  # one "got" (pydantic's own detail said another)
+        load_config(None, ["rollout.group_size=1.5"])
+    assert str(e.value) == "--set: rollout.group_size: must be a valid integer, got 1.5"
     with pytest.raises(ConfigError) as e:
         load_config(None, ["train.lrr=1"])
     assert str(e.value) == "--set: train.lrr: unknown key (did you mean 'lr'?)"

@@ -366,6 +366,8 @@ def _format_error(file: str, err: dict[str, Any], model: type[BaseModel]) -> Con
     msg = msg[0].lower() + msg[1:] if msg else msg
     msg = msg.replace("input should be ", "must be ")
     msg = msg.replace("should be ", "must be ")
+    if etype.endswith(("_parsing", "_from_float")):  # "..., unable to parse string as a
+        msg = msg.split(", ")[0]  # number": the value, quoted below, says it better
     if etype == "missing":
         return ConfigError(file, key_path, "required key is missing")
     if "input" in err and etype not in ("model_type", "dict_type", "value_error"):
