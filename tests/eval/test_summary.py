@@ -12,6 +12,7 @@ from polyrl.eval.summary import (
     improved,
     read_rows,
     regressed,
+    signed,
     summary_markdown,
     verdict,
     write_rows,
@@ -78,3 +79,10 @@ def test_train_progress_follows_whichever_cap_binds_first():
     assert train_progress(694, 1200, 400.2, 400.0) == 100.0  # stopped on the budget: full
     assert train_progress(3, 3, 1.0, 400.0) == 100.0  # stopped on the steps: full
     assert train_progress(5, 10, 1e6, 0.0) == pytest.approx(50.0)  # no time cap
+
+
+def test_a_change_that_rounds_to_zero_has_no_minus_sign():
+    """A fresh user's summary showed function-v1's delta as -0.000 (table, report, plot)."""
+    assert signed(-0.0003) == "+0.000" and signed(-0.0) == "+0.000"
+    assert signed(-0.0006) == "-0.001" and signed(0.0203) == "+0.020"
+    assert signed(-0.00004, digits=4) == "+0.0000" and signed(-0.2, digits=1) == "-0.2"

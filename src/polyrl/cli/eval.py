@@ -139,6 +139,7 @@ def headroom(
     from polyrl.cli.run import RichHooks
     from polyrl.eval.headroom import headroom as run_headroom
     from polyrl.eval.headroom import policy_path
+    from polyrl.eval.summary import signed
 
     cfg = load_config(config, set_)
     doms = _domains(domains)
@@ -153,7 +154,8 @@ def headroom(
     for r in ranked:
         lo, hi = r["headroom_ci95"]
         typer.echo(f"{r['rank']:<5}{r['domain']:<24}{_fmt(r['baseline']):>9}"
-                   f"{_fmt(r['probe']):>9}{r['headroom']:>+10.3f}  [{lo:+.3f}, {hi:+.3f}]",
+                   f"{_fmt(r['probe']):>9}{signed(r['headroom']):>10}  "
+                   f"[{signed(lo)}, {signed(hi)}]",
                    err=json_)
     if json_:
         typer.echo(json.dumps({"policy": policy, "probe_steps": probe_steps, "domains": ranked}))

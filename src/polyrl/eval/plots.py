@@ -16,6 +16,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from polyrl.eval.summary import signed  # noqa: E402
+
 DPI = 110
 """Resolution of every PNG (dots per inch)."""
 
@@ -116,7 +118,7 @@ def plot_baseline_vs_post(summary: dict[str, Any], path: Path) -> Path | None:
         delta = doms[d].get("delta")
         if delta is not None:
             mark = " *" if d in imp else ""
-            ax.text(i, 1.02, f"{delta:+.3f}{mark}", ha="center", fontsize=8)
+            ax.text(i, 1.02, f"{signed(delta)}{mark}", ha="center", fontsize=8)
     ax.set_xticks(range(len(names)), [n.replace("/", "/\n") for n in names], fontsize=8)
     ax.set(ylabel="held-out mean reward", ylim=(0, 1.1),
            title="Baseline vs post-RL (95% bootstrap intervals; * = paired CI above 0)")

@@ -26,6 +26,7 @@ from polyrl.eval.summary import (
     improved,
     read_rows,
     regressed,
+    signed,
     summary_markdown,
     verdict,
 )
@@ -184,4 +185,4 @@ def _digits(x: Any) -> int:
 def _f(x: Any, sign: bool = False, digits: int = 3) -> str:
     if not isinstance(x, (int, float)) or x != x:
         return "n/a"
-    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+    return signed(x, digits) if sign else f"{x:.{digits}f}"

@@ -168,4 +168,11 @@ def _clean(x: float) -> float | None:
 def _f(x: float | None, sign: bool = False) -> str:
     if x is None:
         return "n/a"
-    return f"{x:+.3f}" if sign else f"{x:.3f}"
+    return signed(x) if sign else f"{x:.3f}"
+
+
+def signed(x: float, digits: int = 3) -> str:
+    """``x`` with its sign and ``digits`` decimals; a change that rounds to zero reads
+    ``+0.000``, never ``-0.000``."""
+    text = f"{x:+.{digits}f}"
+    return "+" + text[1:] if text.startswith("-") and float(text) == 0 else text
