@@ -278,3 +278,24 @@ def test_steps_started_through_the_trampoline_enter_the_keeper_too(monkeypatch):
         for _ in range(12):
             assert s.run("true").exit_code == 0
             assert _bwrap().run("true").exit_code == 0
+
+
+def test_a_host_write_from_another_thread_never_unbounds_a_running_step():
+    """write_file loosens the tmpfs (1 TiB) for the host: from another thread while a
+    step ran, the step wrote 39 MB under a 4 MiB budget. It now waits for the step."""
+    import threading
+
+    with _bwrap().session() as s:
+        out = {}
+
+        def step():
+            out["r"] = s.run("sleep 1; for i in $(seq 1 20); do "
+                             "head -c 1000000 /dev/zero > z$i 2>/dev/null || break; done; "
+                             "du -sk /workspace")
+
+        t = threading.Thread(target=step)
+        t.start()
+        time.sleep(0.5)  # the step runs (sleeps)
+        s.write_file("hostfile", "x")
+        t.join()
+        assert int(out["r"].stdout.split()[0]) <= 4 * 1024 + 64, out["r"].stdout

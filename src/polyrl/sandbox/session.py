@@ -24,6 +24,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import uuid
 import warnings
 import weakref
@@ -114,6 +115,9 @@ class SandboxSession:
         self._snap_dir = tempfile.mkdtemp(prefix="polyrl-session-snap-")
         self.cwd = "/workspace"
         self.closed = False
+        # one step or host file operation at a time: a host write loosens the tmpfs
+        # (keeper.loosen), which must never happen while a step runs
+        self._busy = threading.RLock()
         # sessions that are never closed are still cleaned up when collected or at exit
         self._finalizer = weakref.finalize(self, _cleanup, self.workspace, self._ctl,
                                            self._snap_dir, self._slot, self._keeper)
@@ -166,6 +170,11 @@ class SandboxSession:
         Raises:
             SandboxError / SandboxUnavailableError: the sandbox failed (not the command).
         """
+        with self._busy:
+            return self._run(command, stdin=stdin, limits=limits, env=env)
+
+    def _run(self, command: str | list[str], *, stdin: bytes | str | None,
+             limits: Limits | str | None, env: dict[str, str] | None) -> ExecResult:
         self._check_open()
         lim = resolve_limits(limits, self.limits)
         isolated = self.sandbox.backend == "bwrap"
@@ -235,10 +244,11 @@ class SandboxSession:
     # ------------------------------------------------------------------ files
     def write_file(self, path: str, content: str | bytes) -> None:
         """Write one workspace file (path relative to the workspace root)."""
-        self._check_open()
-        if self._keeper is not None:
-            self._keeper.loosen()
-        self.workspace.write_files({path: content})
+        with self._busy:
+            self._check_open()
+            if self._keeper is not None:
+                self._keeper.loosen()
+            self.workspace.write_files({path: content})
 
     def read_file(self, path: str) -> bytes:
         """Read one workspace file (never through a symlink).
@@ -267,7 +277,9 @@ class SandboxSession:
         self._check_open()
         if not snap.path.startswith(self._snap_dir + os.sep) or not os.path.isdir(snap.path):
             raise SandboxError(f"snapshot {snap.id} does not belong to this session")
-        if self._keeper is not None:
-            self._keeper.loosen()
-        self.workspace.restore_from(snap.path)
-        self.cwd = snap.cwd
+        with self._busy:
+            self._check_open()
+            if self._keeper is not None:
+                self._keeper.loosen()
+            self.workspace.restore_from(snap.path)
+            self.cwd = snap.cwd
