@@ -134,3 +134,18 @@ def test_snapshot_of_a_too_deep_tree_fails_typed_and_leaves_nothing(sb: Sandbox)
             s.snapshot()  # was a RecursionError, its partial copy left until close
         assert os.listdir(s._snap_dir) == []
         assert s.run("echo ok").stdout == "ok\n"
+
+
+def test_a_snapshot_never_holds_a_setuid_file(sb: Sandbox):
+    """A program's `chmod 6755` file was copied into the snapshot with its setuid and
+    setgid bits, owned by the host user (root, when polyrl runs as root)."""
+    import os
+    import stat
+
+    with sb.session() as s:
+        assert s.run("cp /bin/true t && chmod 6755 t && chmod 1777 .").exit_code == 0
+        snap = s.snapshot()
+        mode = os.lstat(os.path.join(snap.path, "t")).st_mode
+        assert stat.S_IMODE(mode) == 0o755, oct(mode)
+        s.restore(snap)
+        assert s.run("./t").exit_code == 0  # still runs

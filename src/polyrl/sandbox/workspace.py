@@ -266,6 +266,9 @@ def _link_copier() -> Callable[[str, str], str]:
             first[key] = dst
         _copy_sparse(src, dst)
         shutil.copystat(src, dst)  # as shutil.copy2: mode, times, xattrs
+        mode = os.lstat(dst).st_mode
+        if mode & 0o7000:  # a program's setuid/setgid/sticky file: never so on the host
+            os.chmod(dst, mode & 0o777)  # (copied by root, it would be root's)
         return dst
 
     return copy
