@@ -178,25 +178,21 @@ def own_user_and_pid_namespace(iso):
         os._exit(121)
 
 
-_SYS_CAPGET = {"x86_64": 125, "aarch64": 90, "riscv64": 90}.get(os.uname().machine)
-
-
 def drop_dac_capabilities():
     """Drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (the forker, in its own user
     namespace, needs neither): an init it spawns from a file of mode 0111 then cannot
     read it, which makes that init non-dumpable (``_init_program``). False if it could
     not (unknown architecture, refused)."""
-    if _SYS_CAPGET is None:
+    if _SYS_CAPSET is None:  # noqa: F821 (_fs_isolation.py; capget is capset - 1)
         return False
-    head = ctypes.create_string_buffer(struct.pack("=Ii", 0x20080522, 0), 8)
     data = ctypes.create_string_buffer(24)  # 2 x (effective, permitted, inheritable)
-    if _syscall(_SYS_CAPGET, head, data) != 0:
+    if _syscall(_SYS_CAPSET - 1, _CAP_HEADER, data) != 0:  # noqa: F821
         return False
     caps = list(struct.unpack("=6I", data.raw))
     caps[0] &= ~0x6  # bits 1, 2 of the low words: DAC_OVERRIDE, DAC_READ_SEARCH
     caps[1] &= ~0x6
     data = ctypes.create_string_buffer(struct.pack("=6I", *caps), 24)
-    return _syscall(_SYS_CAPGET + 1, head, data) == 0  # capset follows capget
+    return _syscall(_SYS_CAPSET, _CAP_HEADER, data) == 0  # noqa: F821
 
 
 def _exit_as(status):
