@@ -23,10 +23,10 @@ from typing import Any
 from polyrl.eval import plots
 from polyrl.eval.summary import (
     compare,
+    fmt,
     improved,
     read_rows,
     regressed,
-    signed,
     summary_markdown,
     verdict,
 )
@@ -123,8 +123,8 @@ def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config
         cls = verdict(v)
         rows.append(
             f"<tr class='{cls}'><td>{e(dom)}</td><td>{v.get('n')}</td>"
-            f"<td>{_f(v.get('baseline'))}</td><td>{_f(v.get('post'))}</td>"
-            f"<td>{_f(v.get('delta'), True)}</td><td>[{_f(lo, True)}, {_f(hi, True)}]</td>"
+            f"<td>{fmt(v.get('baseline'))}</td><td>{fmt(v.get('post'))}</td>"
+            f"<td>{fmt(v.get('delta'), True)}</td><td>[{fmt(lo, True)}, {fmt(hi, True)}]</td>"
             f"<td>{cls}</td></tr>")
     figs = []
     for title, path in figures:
@@ -135,7 +135,7 @@ def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config
     last = records[-1] if records else {}
     keys = ["step", "reward/mean", "loss/policy", "entropy", "tokens_per_s", "sandbox_s",
             "time/step_s", "replay/size", "score_errors"]
-    metric_rows = "".join(f"<tr><td>{e(k)}</td><td>{_f(last.get(k), digits=_digits(last.get(k)))}</td></tr>"
+    metric_rows = "".join(f"<tr><td>{e(k)}</td><td>{fmt(last.get(k), digits=_digits(last.get(k)))}</td></tr>"
                           for k in keys if k in last)
     stages = summary.get("stages_s") or {}
     stage_txt = ", ".join(f"{e(k)} {v:.0f} s" for k, v in stages.items())
@@ -161,7 +161,7 @@ pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }}
 {partial}
 <p><b>{len(imp)} of {len(doms)}</b> domains improved on held-out tasks (paired-bootstrap 95%
 interval of post-RL minus baseline mean reward entirely above 0).
-Wall time {_f(wall, digits=0)} s; {summary.get('steps', '?')} RL steps.
+Wall time {fmt(wall, digits=0)} s; {summary.get('steps', '?')} RL steps.
 {('Stages: ' + stage_txt + '.') if stage_txt else ''}</p>
 <table><tr><th>domain</th><th>n</th><th>baseline</th><th>post-RL</th><th>delta</th>
 <th>delta 95% CI</th><th>improved</th></tr>
@@ -182,7 +182,3 @@ def _digits(x: Any) -> int:
     return 0 if isinstance(x, (int, float)) and x == x and float(x).is_integer() else 3
 
 
-def _f(x: Any, sign: bool = False, digits: int = 3) -> str:
-    if not isinstance(x, (int, float)) or x != x:
-        return "n/a"
-    return signed(x, digits) if sign else f"{x:.{digits}f}"

@@ -145,8 +145,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
               "|---|---:|---:|---:|---:|---|:---:|"]
     for dom, v in doms.items():
         lo, hi = v["delta_ci95"]
-        lines.append(f"| {dom} | {v['n']} | {_f(v['baseline'])} | {_f(v['post'])} | "
-                     f"{_f(v['delta'], True)} | [{_f(lo, True)}, {_f(hi, True)}] | "
+        lines.append(f"| {dom} | {v['n']} | {fmt(v['baseline'])} | {fmt(v['post'])} | "
+                     f"{fmt(v['delta'], True)} | [{fmt(lo, True)}, {fmt(hi, True)}] | "
                      f"{verdict(v)} |")
     lines += ["", "n: distinct held-out tasks scored before and after RL; a procedural domain "
               "whose test space is smaller than eval.n_per_domain is scored on all of it."]
@@ -165,10 +165,12 @@ def _clean(x: float) -> float | None:
     return None if x is None or math.isnan(x) else round(float(x), 6)
 
 
-def _f(x: float | None, sign: bool = False) -> str:
-    if x is None:
+def fmt(x: Any, sign: bool = False, digits: int = 3) -> str:
+    """A figure of a table: ``digits`` decimals (with its sign: ``signed``), or
+    ``"n/a"`` for None, NaN and anything not a number."""
+    if not isinstance(x, (int, float)) or x != x:
         return "n/a"
-    return signed(x) if sign else f"{x:.3f}"
+    return signed(x, digits) if sign else f"{x:.{digits}f}"
 
 
 def signed(x: float, digits: int = 3) -> str:
