@@ -230,7 +230,7 @@ def prepare(
     python = python or sys.executable
     bwrap = hostview.find_bwrap()
     binds, hidden = (list(x) for x in _python_binds(python))
-    view = hostview.host_view(binds + [bwrap]) if slot is not None else None
+    view = host_view_for(python) if slot is not None else None
     if namespaces is not None:  # the keeper's user namespace is the host view's (root)
         view = hostview.HostView(namespaces[0], namespaces[1], view.hidden if view else [])
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
