@@ -47,8 +47,10 @@ _EXIT = struct.Struct("=iiddq")
 def forker_main(sock, iso):
     """Serve the server's fork requests on ``sock`` until it closes; never returns.
 
-    The forker reaps its own children (executions) and reports them; their orphans go
-    to the server (pid 1, the subreaper), which kills them as strays.
+    The forker reaps its own children (executions) and reports them; before it reaps
+    one it kills that execution's process group (the pid cannot be reused then; after
+    the reap the server must not signal it by pid). Their orphans go to the server (pid
+    1, the subreaper), which kills them as strays.
 
     With a pid namespace per execution (``iso.pidns``) the forker is pid 1 of a user
     and pid namespace of its own (``own_user_and_pid_namespace``: its parent waits for
@@ -74,6 +76,10 @@ def forker_main(sock, iso):
                 pid = pidfds.pop(fd)
                 poller.unregister(fd)
                 os.close(fd)
+                try:  # its processes left in its group, while its zombie holds the pid
+                    os.killpg(pid, signal.SIGKILL)  # (once reaped, the pid may be reused)
+                except OSError:
+                    pass
                 _, status, ru = os.wait4(pid, 0)
                 outer, init = shown.pop(pid, (pid, -1))
                 if init > 0:  # from outside its namespace: always delivered

@@ -369,6 +369,8 @@ def main():
         if exec_mode and sig == signal.SIGKILL:
             kill_all()  # one execution at a time: every other process is its
             return
+        if job.exited:  # reaped by the forker, which killed its group first: the pid
+            return  # may be another process's by now (what left the group: kill_strays)
         try:
             os.killpg(job.pid, sig)
         except OSError:
