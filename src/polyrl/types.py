@@ -59,10 +59,12 @@ class Task:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """This object as a JSON-safe dict (enums as their values); ``from_dict`` inverts it."""
         return _asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
+        """Rebuild from ``to_dict``'s output. Raises ValueError naming any unknown field."""
         return _fromdict(cls, data)
 
 
@@ -94,10 +96,12 @@ class Completion:
     policy_version: int = -1
 
     def to_dict(self) -> dict[str, Any]:
+        """This object as a JSON-safe dict (enums as their values); ``from_dict`` inverts it."""
         return _asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Completion:
+        """Rebuild from ``to_dict``'s output. Raises ValueError naming any unknown field."""
         return _fromdict(cls, data)
 
 
@@ -120,6 +124,7 @@ class Turn:
     trainable: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """This object as a JSON-safe dict (enums as their values); ``from_dict`` inverts it."""
         return _asdict(self)
 
 
@@ -173,12 +178,14 @@ class Episode:
         return ids, lps, mask
 
     def to_dict(self) -> dict[str, Any]:
+        """This object as a JSON-safe dict (enums as their values); ``from_dict`` inverts it."""
         d = _asdict(self)
         d["turns"] = [t.to_dict() for t in self.turns]
         return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Episode:
+        """Rebuild from ``to_dict``'s output. Raises ValueError naming any unknown field."""
         data = dict(data)
         data["turns"] = [Turn(**t) for t in data.get("turns", [])]
         return _fromdict(cls, data)
@@ -212,10 +219,12 @@ class Score:
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
+        """This object as a JSON-safe dict (enums as their values); ``from_dict`` inverts it."""
         return _asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Score:
+        """Rebuild from ``to_dict``'s output. Raises ValueError naming any unknown field."""
         return _fromdict(cls, data)
 
 
@@ -269,6 +278,7 @@ class ExecResult:
         return self.error is None and self.limit_hit is None and self.exit_code == 0
 
     def to_dict(self) -> dict[str, Any]:
+        """This object as a JSON-safe dict (enums as their values); ``from_dict`` inverts it."""
         d = _asdict(self)
         d["files"] = {k: v.decode("utf-8", "replace") for k, v in self.files.items()}
         return d
@@ -318,10 +328,12 @@ class Job:
     finished_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """This object as a JSON-safe dict (enums as their values); ``from_dict`` inverts it."""
         return _asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Job:
+        """Rebuild from ``to_dict``'s output. Raises ValueError naming any unknown field."""
         data = dict(data)
         data["status"] = JobStatus(data.get("status", "queued"))
         return _fromdict(cls, data)

@@ -39,6 +39,8 @@ class Int8Layer(DynamicLayer):
     """One layer's keys/values in int8 with per-token scales (see module doc)."""
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        """Take device and dtype from the first ``key_states`` (batch, heads, seq,
+        head_dim); the int8 buffers start empty."""
         self.device = key_states.device
         self.dtype = key_states.dtype
         self.q: list[torch.Tensor] = []  # [qk, sk, qv, sv]

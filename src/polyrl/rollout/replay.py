@@ -32,6 +32,9 @@ class _TextPolicy(Policy):
         self.tokenizer = tokenizer
 
     def text_for(self, task: Task, sample_index: int, turn_index: int) -> str:
+        """The text of sample ``sample_index`` (0-based) of ``task`` at turn
+        ``turn_index`` (0 for single-turn domains; "" past the last scripted turn).
+        Raises ConfigError where the replayed source has no such sample."""
         raise NotImplementedError
 
     def generate(self, tasks: list[Task], n: int, sampling: SamplingParams) -> list[Completion]:
