@@ -202,3 +202,20 @@ def test_every_execution_has_ptys_of_its_own(fs):
     for _ in range(2):
         res = fs.run_python(PTY)
         assert res.stdout == "2 b'hi\\n' ['0', 'ptmx']\n", res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("pid_namespace", [False, True])
+def test_no_execution_can_lower_the_shared_pid_max(pid_namespace: bool):
+    """``kernel/pid_max`` is per pid namespace since Linux 6.14 and writable by the uid
+    owning it: one execution set the server's to 301 and every later execution failed
+    to fork (EAGAIN) for the server's lifetime. ``/proc/sys`` is read-only."""
+    write = ("import os\ntry:\n    open('/proc/sys/kernel/pid_max', 'w').write('301')\n"
+             "except OSError:\n    pass\n"
+             "for _ in range(320):\n    pid = os.fork()\n    if pid == 0:\n        os._exit(0)\n"
+             "    os.waitpid(pid, 0)\n")
+    with ForkServer(workers=1, pid_namespace=pid_namespace) as fs:
+        assert fs.run_python(write).exit_code == 0
+        for _ in range(3):
+            res = fs.run_python("import os\nif os.fork() == 0:\n    os._exit(0)\nos.wait()\n"
+                                "print(open('/proc/sys/kernel/pid_max').read().strip())")
+            assert res.exit_code == 0 and res.stdout != "301\n", res

@@ -299,6 +299,20 @@ def test_directory_modes_times_and_xattrs_are_restored(warm: Sandbox):
     assert _same_box(first.stdout, second.stdout)  # restored, not replaced
 
 
+def test_the_ptmx_node_is_restored(warm: Sandbox):
+    """/dev/pts/ptmx is the sandbox uid's, on a writable devpts: its mode (0: no pty for
+    any later execution) and its times (a data channel) must not reach the next one."""
+    probe = ("import os\nst = os.stat('/dev/pts/ptmx')\nm, s = os.openpty()\n"
+             "print(oct(st.st_mode & 0o7777), st.st_mtime_ns != 123456789)")
+    before = warm.run_python(probe)
+    assert before.exit_code == 0, before.stderr
+    first = warm.run_python("import os\nos.utime('/dev/pts/ptmx', ns=(123456789, 123456789))\n"
+                            "os.chmod('/dev/pts/ptmx', 0)")
+    assert first.exit_code == 0, first.stderr
+    after = warm.run_python(probe)
+    assert after.exit_code == 0 and after.stdout == before.stdout, after
+
+
 def test_lingering_tcp_connections_do_not_hold_the_next_executions_port(warm: Sandbox):
     serve = """
 import socket

@@ -98,7 +98,8 @@ Limitations (real hazards, read before trusting a verdict):
   user, IPC and UTS namespace under a Landlock domain (writes only to ``/workspace``,
   ``/tmp``, ``/dev/shm``; no signals, ptrace or abstract sockets outside itself). Between
   two executions every leftover process is killed, ``/workspace``, ``/tmp`` and
-  ``/dev/shm`` are emptied, directory modes, times and user xattrs restored; SysV IPC
+  ``/dev/shm`` are emptied, the modes, times and user xattrs of directories (and of
+  ``/dev/pts/ptmx``, the sandbox uid's own node) restored; SysV IPC
   objects die with the IPC namespace. A sandbox whose server was changed (its rlimits,
   priority or CPU affinity, which a process of the same uid may set) or whose TCP
   sockets linger (TIME_WAIT) is replaced. What stays: the server is pid 1 and listed in
@@ -119,7 +120,9 @@ Limitations (real hazards, read before trusting a verdict):
   own user, mount and IPC namespace (exact ``max_pids``; private ``/workspace``,
   ``/tmp`` and ``/dev/shm``: the others' files, unix socket paths and shared memory are
   out of sight; each is a tmpfs of its own size, ``max_file_mib``, plus the input files
-  for ``/workspace``, so no execution can fill another's space) and, with
+  for ``/workspace``, so no execution can fill another's space; ``/proc/sys`` is
+  read-only, so the shared pid namespace's ``kernel/pid_max``, writable by its owner
+  since Linux 6.14, stays as it is) and, with
   Landlock ABI >= 6, cannot signal the others or reach their
   abstract sockets; but TCP/UDP ports on loopback are shared (one execution can connect
   to another's listening port, or take a port first: a verdict may then depend on what

@@ -62,7 +62,8 @@ class ExecIsolation:
 
     Between executions (``reset``) the server empties the writable directories and
     restores what a program may change without write access elsewhere: modes, times and
-    user xattrs of those directories and of ``/dev``'s, and checks its own rlimits,
+    user xattrs of those directories, of ``/dev``'s and of ``/dev/pts/ptmx`` (the
+    sandbox's uid owns it on a writable mount), and checks its own rlimits,
     priority and CPU affinity (another process of the same uid may change those; the
     server cannot undo all of it, so it reports itself spoiled and the host replaces it).
 
@@ -101,7 +102,11 @@ class ExecIsolation:
         dirs = list(_EXEC_EMPTIED) + sorted(p for p in self.keep if p not in self.mounts) + [
             "/dev"] + [
             "/dev/" + n for n in sorted(os.listdir("/dev"))
-            if os.path.isdir("/dev/" + n) and not os.path.islink("/dev/" + n)]
+            if os.path.isdir("/dev/" + n) and not os.path.islink("/dev/" + n)] + [
+            # the devpts' own ptmx node belongs to the sandbox's uid and lives on a
+            # writable mount: its mode (0: no pty for any later execution) and times
+            # (128 bits) would pass from one execution to the next
+            "/dev/pts/" + n for n in _nodes("/dev/pts")]
         self.dirs = {}  # parents first: a parent made unreadable hides its children
         for d in sorted(dict.fromkeys(dirs), key=lambda d: d.count("/")):
             try:
@@ -197,6 +202,17 @@ class ExecIsolation:
             except OSError:
                 out.append(None)
         return out
+
+
+def _nodes(path):
+    """Names of the entries of ``path`` that are neither directories nor symlinks (no
+    entry when ``path`` cannot be listed)."""
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return []
+    return [n for n in names if not os.path.isdir(os.path.join(path, n))
+            and not os.path.islink(os.path.join(path, n))]
 
 
 def dir_stamp(st):

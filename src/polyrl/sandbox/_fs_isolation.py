@@ -253,6 +253,8 @@ class Isolation:
         if self.pidns:
             if _libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, None) != 0:  # NOSUID|NODEV|NOEXEC
                 raise OSError(ctypes.get_errno(), "mount /proc")
+        _read_only_proc_sys()
+        if self.pidns:
             # CLONE_NEWUSER | CLONE_NEWIPC: its own RLIMIT_NPROC count, as without
             if _libc.unshare(0x10000000 | 0x08000000 | self.net) != 0:
                 raise OSError(ctypes.get_errno(), "unshare")
@@ -297,6 +299,19 @@ def _init_program():
         except OSError:
             pass
     return next((p for p in ("/usr/bin/sleep", "/bin/sleep") if os.access(p, os.X_OK)), None)
+
+
+def _read_only_proc_sys():
+    """In the child's own mount namespace (with CAP_SYS_ADMIN there): bind ``/proc/sys``
+    over itself read-only. Since Linux 6.14 ``kernel/pid_max`` is per pid namespace and
+    writable by the uid that owns it, the sandbox's: without this, one execution set it
+    to 301 for the server's pid namespace and every later execution's fork failed
+    (EAGAIN) for the server's lifetime. Raises OSError."""
+    if _libc.mount(b"/proc/sys", b"/proc/sys", None, 4096 | (1 << 14), None) != 0:
+        raise OSError(ctypes.get_errno(), "bind /proc/sys")  # MS_BIND | MS_REC
+    # MS_REMOUNT | MS_BIND | MS_RDONLY, keeping the proc mount's locked NOSUID|NODEV|NOEXEC
+    if _libc.mount(None, b"/proc/sys", None, 32 | 4096 | 1 | 2 | 4 | 8, None) != 0:
+        raise OSError(ctypes.get_errno(), "remount /proc/sys read-only")
 
 
 def map_ids(uid_map, gid_map):
