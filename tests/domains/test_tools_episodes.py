@@ -67,3 +67,16 @@ def test_partial_reward_for_lookups_without_answer(domain: ToolEpisodesDomain) -
     replay = Episode(task_id=task.id, turns=[Turn("assistant", a) for a in calls[:1]])
     s = domain.score(task, replay)
     assert s.reward == pytest.approx(0.2 / len(calls)) and s.passed is False
+
+
+def test_a_fixed_name_rarely_answers_who_placed_an_order(domain: ToolEpisodesDomain) -> None:
+    """From 8 first names, one fixed answer ("Ann") was right on 7 of 40 "who placed
+    order X" tasks without a tool call; names are now first name and surname."""
+    from collections import Counter
+
+    answers = Counter(t.metadata["answer"] for t in domain.tasks("test", difficulty=2, n=300))
+    name, hits = answers.most_common(1)[0]
+    assert hits <= 0.04 * 300, (name, hits)
+    task = next(t for t in domain.tasks("test", difficulty=2, n=300)
+                if t.metadata["answer"] == name)
+    assert run_actions(domain.env(task), [f'{{"answer": "{name}"}}']).reward == pytest.approx(0.8)
