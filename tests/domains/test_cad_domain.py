@@ -263,3 +263,18 @@ def test_junk_attached_in_a_hole_does_not_pass(domain: CadGenDomain) -> None:
         assert c["extra_shells"] == 0 and c["iou"] == c["features"] == 1.0
         assert score.reward < 1.0
     assert seen >= 3
+
+
+def test_a_speck_or_a_flattened_part_earns_no_absence_terms(domain: CadGenDomain) -> None:
+    """``features`` and ``extra`` measure absences (no wrong hole, no extra material): a
+    0.001 mm cube at the origin had them too and scored 0.5 on every part without holes
+    (0.32 on average over 200 parts); the oracle squashed flat (volume 0) scored 0.32.
+    They now pay in proportion to the IoU below 0.5; the oracle still scores 1."""
+    for level in range(1, 6):
+        for task in domain.tasks("test", difficulty=level, n=2, seed=3):
+            speck = domain.score(task, "result = box(0.001, 0.001, 0.001)")
+            assert speck.reward <= 0.1 + 1e-9, (task.id, speck)
+            flat = domain.score(task, domain.oracle(task).rstrip("`\n")
+                                + "\nresult = result.scale(1, 1, 0)\n```")
+            assert flat.reward <= 0.2, (task.id, flat)  # its Chamfer, one silhouette
+            assert domain.score(task, domain.oracle(task)).reward == 1.0

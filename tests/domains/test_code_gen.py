@@ -41,3 +41,43 @@ def test_splits_are_disjoint_and_generation_is_deterministic() -> None:
     assert [t.to_dict() for t in again] == [t.to_dict() for t in train]
     with pytest.raises(ValueError, match="pass n"):
         next(DOMAIN.tasks("train"))
+
+
+def _shown_table(task) -> str:
+    """A completion that answers the prompt's shown examples from a table, else 0."""
+    import ast
+    import re
+
+    table = []
+    for m in re.finditer(r"^f\((.*)\) == (.+)$", task.prompt[0]["content"], re.M):
+        table.append((ast.literal_eval("(" + m.group(1) + ",)"), ast.literal_eval(m.group(2))))
+    return (f"```python\ndef f(*args):\n    for a, v in {table!r}:\n        if a == args:\n"
+            "            return v\n    return 0\n```")
+
+
+def test_the_examples_shown_in_the_prompt_are_not_graded() -> None:
+    """A table of the shown examples passed 3 of 8 tests (reward 0.51 on average over
+    d1-d5, return 0: 0.28); now it scores what ``return 0`` does."""
+    for level in (1, 2, 3):
+        for task in DOMAIN.tasks("test", difficulty=level, n=8, seed=11):
+            table = DOMAIN.score(task, _shown_table(task))
+            zero = DOMAIN.score(task, "```python\ndef f(*args):\n    return 0\n```")
+            assert table.reward == pytest.approx(zero.reward), (task.id, table, zero)
+            assert DOMAIN.score(task, task.reference).reward == pytest.approx(1.0)
+
+
+def test_a_constant_answer_passes_few_tests() -> None:
+    """Random bracket strings were almost never balanced (``return False`` passed 89% of
+    those tests and every test of 4 in 25 tasks) and random lists mostly held no pair
+    summing to k (``return 0``: 63%)."""
+    from collections import defaultdict
+
+    fractions: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for task in DOMAIN.tasks("test", difficulty=4, n=40, seed=5):
+        template = task.prompt[0]["content"].split(".")[0]
+        for const in ("False", "True", "0", "1"):
+            score = DOMAIN.score(task, f"```python\ndef f(*args):\n    return {const}\n```")
+            assert not score.passed, (task.id, const)
+            fractions[(template, const)].append(score.components["tests_passed"])
+    for key, values in fractions.items():
+        assert sum(values) / len(values) < 0.6, (key, values)

@@ -4,7 +4,8 @@ The completion's program (last ```python block, else the whole text) is checked
 against the documented language subset (``subset``), run in the sandbox
 (``runner``), and its mesh compared with the target built from the generating
 program (``scoring``): reward = 0.3 iou + 0.1 chamfer + 0.1 silhouette + 0.1 valid
-+ 0.3 features + 0.1 extra.
++ 0.3 features + 0.1 extra; ``features`` and ``extra`` are scaled by
+``min(1, iou / IOU_GATE)`` (0.5): they measure absences, which a speck has too.
 ``Score.passed``: iou >= 0.95, silhouette >= 0.95, valid, normalised Chamfer
 (noise-corrected, see ``scoring``) <= 0.02, every feature matched:
 ``features_min >= FEATURE_PASS`` (each of the target's holes, pockets and slots has
@@ -57,6 +58,20 @@ def _get(attr: str) -> Any:
     return lambda t, a: getattr(a.shape, attr) if a.shape is not None else 0.0
 
 
+def _gated(attr: str) -> Any:
+    """``attr`` times ``min(1, iou / IOU_GATE)``: what ``features`` and ``extra`` measure is
+    an absence (no wrong hole, no extra material), which a candidate with almost no material
+    has too. A 0.001 mm cube at the origin scored 0.5 on every part without holes (features
+    1, extra 1, valid 1) and 0.32 on average (a 50 x 40 x 10 box: 0.40); a part squashed
+    flat 0.32."""
+    def term(t: Task, a: CadAttempt) -> float:
+        if a.shape is None:
+            return 0.0
+        return getattr(a.shape, attr) * min(1.0, a.shape.iou / IOU_GATE)
+    return term
+
+
+IOU_GATE = 0.5
 FEATURE_PASS = 0.5
 OVERHANG_PASS = 0.02
 HAUSDORFF_PASS = 0.02  # = scoring.HAUSDORFF_DEAD_ZONE: ``hausdorff`` is exact above it
@@ -66,8 +81,8 @@ RUBRIC = Rubric([
     RewardFn("chamfer", _get("chamfer"), 0.1),
     RewardFn("silhouette", _get("silhouette"), 0.1),
     RewardFn("valid", _get("valid"), 0.1),
-    RewardFn("features", _get("features"), 0.3),
-    RewardFn("extra", _get("extra"), 0.1),
+    RewardFn("features", _gated("features"), 0.3),
+    RewardFn("extra", _gated("extra"), 0.1),
     RewardFn("extra_shells", _get("extra_shells"), 0.0),
     RewardFn("overhang", lambda t, a: a.shape.overhang if a.shape else -1.0, 0.0),
     RewardFn("hausdorff", lambda t, a: a.shape.hausdorff if a.shape else -1.0, 0.0),

@@ -5,6 +5,8 @@ the reference solution (trusted, run in-process); candidates run in the sandbox.
 Train and test are disjoint by content: a task belongs to the test split when the
 hash of its prompt falls in the test bucket (1 in 5), so no prompt is in both.
 
+The tests are the inputs not shown in the prompt (the shown examples are not graded).
+
 Reward (dense, for small policies): ``0.8 * tests_passed + 0.1 * compiled +
 0.1 * output_closeness``; ``compiled`` counts only when the module defines the
 function, and ``output_closeness`` is the mean over tests of 1 for a pass, else
@@ -71,7 +73,12 @@ def build_task(problem: Problem, difficulty: int, split: str, domain_id: str) ->
     ns: dict[str, Any] = {}
     exec(compile(problem.prompt_code + problem.reference, "<reference>", "exec"), ns)  # noqa: S102
     fn = ns["f"]
-    cases = [[encode(tuple(args)), encode(fn(*args))] for args in problem.inputs]
+    # The examples shown in the prompt are not graded: a table of them (``{3: 6, 4: 8}
+    # .get(x, 0)``) passed 3 of 8 tests and scored 0.51 on average (return 0: 0.28).
+    # Nor is a hidden input equal to a shown one (an empty list is often both).
+    shown_inputs = problem.inputs[: problem.shown]
+    cases = [[encode(tuple(args)), encode(fn(*args))]
+             for args in problem.inputs[problem.shown:] if args not in shown_inputs]
     shown = "\n".join(
         f"{_call(args)} == {fn(*args)!r}" for args in problem.inputs[: problem.shown])
     text = (problem.spec + "\n" if problem.spec else "") + shown + "\n" + problem.prompt_code

@@ -112,27 +112,58 @@ def _words(rng: random.Random, n: int) -> list[tuple[Any]]:
     return [("".join(rng.choice(alpha) for _ in range(rng.randint(0, 12))),) for _ in range(n)]
 
 
-_D4: list[tuple[str, str, str, Callable[[random.Random, int], list[tuple[Any, ...]]]]] = [
+def _bracket_strings(rng: random.Random, n: int) -> list[tuple[Any]]:
+    """Bracket strings for the balance test, about half of them balanced: uniformly random
+    strings almost never are, so ``return False`` passed 89% of these tests (all of them
+    on 4 of 25 tasks)."""
+    out: list[tuple[Any]] = []
+    for _ in range(n):
+        if rng.random() < 0.5:
+            chars: list[str] = []
+            for _ in range(rng.randint(0, 4)):
+                o, c = rng.choice(["()", "[]", "{}"])
+                at = rng.randint(0, len(chars))
+                chars = chars[:at] + [o, c] + chars[at:] if rng.random() < 0.5 else [o, *chars, c]
+            for _ in range(rng.randint(0, 2)):
+                chars.insert(rng.randint(0, len(chars)), "a")
+            out.append(("".join(chars),))
+        else:
+            out.append(("".join(rng.choice("()[]{}a") for _ in range(rng.randint(1, 10))),))
+    return out
+
+
+def _pair_lists(rng: random.Random, n: int, k: int) -> list[tuple[Any]]:
+    """Lists for the pair count with 0-3 pairs summing to ``k`` planted (plain random lists
+    held none 63% of the time, so ``return 0`` passed most tests)."""
+    out = []
+    for (xs,) in _lists(rng, n, (0, 12)):
+        for _ in range(rng.randint(0, 3) if xs else 0):
+            v = rng.choice(xs)
+            xs.insert(rng.randint(0, len(xs)), k - v)
+        out.append((xs,))
+    return out
+
+
+_D4: list[tuple[str, str, str, Callable[[random.Random, int, int], list[tuple[Any, ...]]]]] = [
     ("Return the run-length encoding of s as a string: 'aaab' -> 'a3b1'.", "s",
      "    out, i = '', 0\n    while i < len(s):\n        j = i\n        while j < len(s) and"
      " s[j] == s[i]:\n            j += 1\n        out += s[i] + str(j - i)\n        i = j\n"
-     "    return out\n", _words),
+     "    return out\n", lambda r, n, k: _words(r, n)),
     ("Return the length of the longest strictly increasing contiguous run in xs.", "xs",
      "    best = cur = 0\n    for i, v in enumerate(xs):\n        cur = cur + 1 if i and v >"
      " xs[i - 1] else 1\n        best = max(best, cur)\n    return best\n",
-     lambda r, n: _lists(r, n, (0, 12))),
+     lambda r, n, k: _lists(r, n, (0, 12))),
     ("Return True when the brackets ()[]{} in s are balanced (other characters ignored).", "s",
      "    st, m = [], {')': '(', ']': '[', '}': '{'}\n    for c in s:\n        if c in '([{':\n"
      "            st.append(c)\n        elif c in m:\n            if not st or st.pop() != m[c]:"
      "\n                return False\n    return not st\n",
-     lambda r, n: [("".join(r.choice("()[]{}a") for _ in range(r.randint(0, 10))),)
-                   for _ in range(n)]),
+     lambda r, n, k: _bracket_strings(r, n)),
     ("Return the number of index pairs i < j with xs[i] + xs[j] == {k}.", "xs",
      "    return sum(1 for i in range(len(xs)) for j in range(i + 1, len(xs))"
-     " if xs[i] + xs[j] == {k})\n", lambda r, n: _lists(r, n, (0, 12))),
+     " if xs[i] + xs[j] == {k})\n", lambda r, n, k: _pair_lists(r, n, k)),
     ("Return the list of primes p with 2 <= p <= n, in increasing order.", "n",
      "    return [p for p in range(2, n + 1) if all(p % q for q in range(2, int(p ** 0.5) + 1))]"
-     "\n", lambda r, n: [(r.randint(0, 60),) for _ in range(n)]),
+     "\n", lambda r, n, k: [(r.randint(0, 60),) for _ in range(n)]),
 ]
 
 
@@ -141,7 +172,7 @@ def d4(rng: random.Random) -> Problem:
     spec, arg, body, make = rng.choice(_D4)
     k = rng.randint(3, 12)
     return Problem(spec.replace("{k}", str(k)), f"def f({arg}):\n", body.replace("{k}", str(k)),
-                   make(rng, 12))
+                   make(rng, 12, k))
 
 
 def _big_list(r: random.Random, size: int, hi: int) -> list[int]:
