@@ -149,3 +149,30 @@ def test_a_snapshot_never_holds_a_setuid_file(sb: Sandbox):
         assert stat.S_IMODE(mode) == 0o755, oct(mode)
         s.restore(snap)
         assert s.run("./t").exit_code == 0  # still runs
+
+
+def test_a_forked_copy_of_the_host_neither_uses_nor_ends_the_session(sb: Sandbox):
+    """A host process forked while a session is open (multiprocessing, a data loader)
+    held a copy of it: its exit (atexit) stopped the keeper and removed the workspace,
+    so the opener's next step failed. Now only the opener owns it; the fork gets an error."""
+    import atexit
+    import os
+
+    with sb.session() as s:
+        s.write_file("a.txt", "hello")
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                s.run("true")
+            except SandboxError as e:
+                code = 0 if "belongs to process" in str(e) else 4
+            except BaseException:
+                code = 5
+            atexit._run_exitfuncs()  # as the fork's interpreter does when it exits
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        r = s.run("cat a.txt")
+        assert r.exit_code == 0 and r.stdout == "hello", r
+        assert s.read_file("a.txt") == b"hello"
+        assert os.waitstatus_to_exitcode(status) == 0

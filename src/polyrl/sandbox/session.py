@@ -50,7 +50,9 @@ _warned = False
 
 
 def _cleanup(workspace: Workspace, ctl: str, snap_dir: str, slot: SlotLock | None,
-             keeper: keeper_mod.Keeper | None) -> None:
+             keeper: keeper_mod.Keeper | None, owner_pid: int) -> None:
+    if os.getpid() != owner_pid:  # a forked copy of the host exits: the session is not its
+        return
     if keeper is not None:
         keeper.close()
         workspace.path = workspace.host_dir  # its descriptor is closed, its number free
@@ -119,8 +121,11 @@ class SandboxSession:
         # (keeper.loosen), which must never happen while a step runs
         self._busy = threading.RLock()
         # sessions that are never closed are still cleaned up when collected or at exit
+        # (only by the process that opened it: a forked copy of the host that exits, or
+        # collects its copy of this object, must not remove the workspace or stop the keeper)
+        self._pid = os.getpid()
         self._finalizer = weakref.finalize(self, _cleanup, self.workspace, self._ctl,
-                                           self._snap_dir, self._slot, self._keeper)
+                                           self._snap_dir, self._slot, self._keeper, self._pid)
 
     def _keep_workspace(self) -> None:
         """Cover the workspace with a keeper's tmpfs, or say (once) why it stays a host
@@ -150,7 +155,8 @@ class SandboxSession:
         self.close()
 
     def close(self) -> None:
-        """Delete the workspace and snapshots; release the private uid."""
+        """Delete the workspace and snapshots; release the private uid. In a process
+        forked after the session was opened: only forget it (the opener still owns it)."""
         if self.closed:
             return
         self.closed = True
@@ -159,6 +165,9 @@ class SandboxSession:
     def _check_open(self) -> None:
         if self.closed:
             raise SandboxError("session is closed")
+        if os.getpid() != self._pid:  # its workspace path, keeper and lock are the opener's
+            raise SandboxError(f"this session belongs to process {self._pid}, which opened "
+                               f"it; a forked process ({os.getpid()}) must open its own")
 
     # ------------------------------------------------------------------ steps
     def run(self, command: str | list[str], *, stdin: bytes | str | None = None,
