@@ -219,3 +219,31 @@ def test_no_execution_can_lower_the_shared_pid_max(pid_namespace: bool):
             res = fs.run_python("import os\nif os.fork() == 0:\n    os._exit(0)\nos.wait()\n"
                                 "print(open('/proc/sys/kernel/pid_max').read().strip())")
             assert res.exit_code == 0 and res.stdout != "301\n", res
+
+
+def test_a_forked_copy_of_the_host_gets_a_server_of_its_own():
+    """A host process forked after using a ForkServer (multiprocessing, the scheduler's
+    ProcessExecutor) sent its requests to the parent's server, where the parent's reader
+    took the replies: it waited 41 s, then killed the parent's server as unresponsive.
+    Now the fork starts a server of its own; the parent's keeps running, untouched."""
+    import atexit
+
+    with ForkServer(workers=1) as fs:
+        assert fs.run_python("print(1)").stdout == "1\n"
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                t0 = time.monotonic()
+                res = fs.run_python("print(2)", limits=Limits(timeout_s=10))
+                code = 0 if res.stdout == "2\n" and time.monotonic() - t0 < 20 else 4
+                fs.close()  # closes its own server only
+                atexit._run_exitfuncs()  # as the fork's interpreter does when it exits
+            except BaseException:
+                code = 5
+            os._exit(code)
+        assert fs.run_python("print(3)").stdout == "3\n"  # while the fork runs its own
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert fs.run_python("print(4)").stdout == "4\n"
+        assert fs.restarts == 0

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -75,6 +76,21 @@ def _long_lived_thread() -> ThreadPoolExecutor:
             _starter = ThreadPoolExecutor(1, thread_name_prefix="polyrl-sandbox-starter")
             _starter_pid = os.getpid()
         return _starter
+
+
+_live: weakref.WeakSet[ForkServer] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked copy of the host (multiprocessing, ``ProcessExecutor``): every
+    ``ForkServer`` forgets its server, which is the parent's (its requests and replies
+    would mix with the parent's; a timeout here killed it), and starts one of its own on
+    first use."""
+    for fs in list(_live):
+        fs._forget_parent_server()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Server:
@@ -234,6 +250,24 @@ class _Server:
             pass
         self._release()
 
+    def disown(self) -> None:
+        """In a forked copy of the host: this copy's pipe ends now lead to ``/dev/null``
+        (a request a thread left half-written at the fork must never reach the parent's
+        server when this copy is flushed or collected); nothing is killed or released
+        (the server and its uid slot are the parent's)."""
+        self.slot = None
+        self.dead = "the fork-server of the process this one was forked from"
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if f is not None:
+                    try:
+                        os.dup2(null, f.fileno())
+                    except (OSError, ValueError):
+                        pass
+        finally:
+            os.close(null)
+
     def _release(self) -> None:
         slot, self.slot = getattr(self, "slot", None), None
         if slot is not None:
@@ -242,6 +276,9 @@ class _Server:
 
 class ForkServer:
     """A warm Python inside the sandbox that forks one child per execution.
+
+    A process forked from the one that made it (multiprocessing, ``ProcessExecutor``)
+    starts a server of its own on first use; the parent's is left alone.
 
     Args:
         preload: modules imported once by the server (e.g. ``["numpy"]``) on top of
@@ -333,6 +370,16 @@ class ForkServer:
         self._closed = False
         self._rlimits: dict[tuple[Limits, float], list[tuple[int, int, int]]] = {}
         self.restarts = 0
+        _live.add(self)
+
+    def _forget_parent_server(self) -> None:
+        """After a fork, in the child: drop the parent's server (``_Server.disown``) and
+        the locks other threads may have held at the fork."""
+        server, self._server = self._server, None
+        self._start_lock = threading.Lock()
+        self._slots = FairGate(2 * self.workers)
+        if server is not None:
+            server.disown()
 
     def __enter__(self) -> ForkServer:
         self._get_server()
