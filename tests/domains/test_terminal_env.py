@@ -194,3 +194,52 @@ def test_agent_code_run_by_the_check_cannot_read_its_expected_values(tmp_path: P
         "        print(lit)\n")
     ep = run_actions(domain.env(task), [f"cat > stats.py <<'EOF'\n{payload}EOF", "done"])
     assert ep.reward == 0.0
+
+
+@pytest.mark.parametrize("hide", ["gitdir_in_place", "unlistable_folder"])
+def test_git_config_of_a_repository_the_walk_cannot_see_runs_nothing(tmp_path: Path,
+                                                                     hide: str) -> None:
+    """A clean filter in a repository git finds but the grader's walk did not: repo/
+    turned into a git directory itself (no .git), or moved into a folder the grader
+    cannot list (mode 111) behind a symlink. Before: the filter ran inside the grader."""
+    domain, task = _gen_task(tmp_path, "git")
+    move = {"gitdir_in_place": "cd repo && mv .git/* . && rmdir .git && git config core.bare "
+                               "false && git config core.worktree . && cd ..",
+            "unlistable_folder": "mkdir hid && mv repo hid/ && ln -s hid/repo repo"}[hide]
+    info = "repo/info" if hide == "gitdir_in_place" else "repo/.git/info"
+    plant = (f"{move}\nprintf '#!/bin/sh\\ntouch /workspace/MARK\\ncat\\n' > cl.sh; chmod +x cl.sh\n"
+             "git -C repo config filter.fi.clean /workspace/cl.sh\n"
+             f"echo '* filter=fi' > {info}/attributes\n"
+             "touch repo/app.txt; sleep 1.1; touch repo/app.txt; rm -f MARK\n"
+             + ("chmod 111 hid" if hide == "unlistable_folder" else ""))
+    with domain.env(task) as env:
+        env.reset()
+        env.step(task.reference)
+        env.step(plant)
+        _, reward, term, _, _ = env.step("done")
+        marked = (Path(env.session.workspace.path) / "MARK").exists()
+    assert term and not marked
+    if hide == "unlistable_folder":  # what the grader cannot check fails the grading
+        assert reward == 0.0
+
+
+def test_parse_action_survives_deeply_nested_json() -> None:
+    deep = '{"name": "bash", "arguments": "' + "[" * 100_000 + '"}'
+    assert parse_action(deep) == deep
+    from polyrl.rollout.agent import parse_tool_call
+    assert parse_tool_call(deep) is None
+
+
+@pytest.mark.parametrize("command", ["echo a\0b", "echo \ud800", "echo " + "x" * 200_000])
+def test_commands_no_shell_can_take_are_a_turn_not_a_crash(tmp_path: Path,
+                                                          command: str) -> None:
+    """Before: ValueError (NUL), UnicodeEncodeError (lone surrogate), SandboxError (E2BIG:
+    an infrastructure error, so the episode was dropped from training)."""
+    domain, task = _gen_task(tmp_path, "debug")
+    task.metadata["max_turns"] = 2
+    with domain.env(task) as env:
+        env.reset()
+        obs, reward, term, trunc, _ = env.step(command)
+        assert obs.startswith("[not run: ") and not (term or trunc) and env.turns == 1
+        obs, reward, term, trunc, info = env.step(command)
+        assert trunc and reward == 0.0 and "score" in info

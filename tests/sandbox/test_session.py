@@ -176,3 +176,27 @@ def test_a_forked_copy_of_the_host_neither_uses_nor_ends_the_session(sb: Sandbox
         assert r.exit_code == 0 and r.stdout == "hello", r
         assert s.read_file("a.txt") == b"hello"
         assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_restore_refuses_a_snapshot_path_that_leaves_the_session(sb: Sandbox):
+    """Before: a path starting with the snapshot folder but going up through '..'
+    copied that host tree (here /etc) into the workspace."""
+    import dataclasses
+
+    with sb.session() as s:
+        snap = s.snapshot()
+        for path in (snap.path + "/../../../etc", s._snap_dir + "/../../etc"):
+            with pytest.raises(SandboxError):
+                s.restore(dataclasses.replace(snap, path=path))
+        with pytest.raises(SandboxError):
+            s.restore(dataclasses.replace(snap, id="..", path=s._snap_dir + "/.."))
+        assert s.run("ls").stdout == ""
+        s.restore(snap)
+
+
+def test_a_step_cannot_lock_the_later_steps_out_of_the_workspace(sb: Sandbox):
+    """`chmod 000 /workspace` made every later step fail to start (bwrap: Can't chdir)."""
+    with sb.session() as s:
+        s.run("echo kept > f && chmod 000 /workspace")
+        r = s.run("cat f && stat -c %a /workspace")
+        assert r.exit_code == 0 and r.stdout == "kept\n700\n", r

@@ -52,7 +52,7 @@ def parse_tool_call(text: str) -> ToolCall | None:
     if m:
         try:
             obj = json.loads(m.group(1))
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, RecursionError) as e:  # or nested past the parser
             raise ParseError(f"tool call is not valid JSON: {e}") from e
         call = _as_call(obj)
         if call is None:
@@ -62,7 +62,7 @@ def parse_tool_call(text: str) -> ToolCall | None:
     while start >= 0:
         try:
             obj, _ = json.JSONDecoder().raw_decode(text, start)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             obj = None
         call = _as_call(obj)
         if call is not None:
@@ -78,7 +78,7 @@ def _as_call(obj: Any) -> ToolCall | None:
     if isinstance(args, str):
         try:
             args = json.loads(args)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return None
     return ToolCall(obj["name"], args) if isinstance(args, dict) else None
 

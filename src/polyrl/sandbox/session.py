@@ -192,6 +192,9 @@ class SandboxSession:
         if self._keeper is not None:
             self._keeper.resize(lim.max_file_mib)
             namespaces = self._keeper.namespaces
+        # the root's mode is the session's, not a step's: after `chmod 000 /workspace`
+        # no later step could even start in it (bwrap: Can't chdir)
+        os.chmod(self.workspace.path, 0o700)
         if isinstance(command, str):
             cwd_file = self._fresh_cwd_file()
             inner_cwd = self.cwd.replace("/workspace", root, 1)
@@ -284,7 +287,10 @@ class SandboxSession:
             SandboxError: the snapshot is not from this session or was deleted.
         """
         self._check_open()
-        if not snap.path.startswith(self._snap_dir + os.sep) or not os.path.isdir(snap.path):
+        # its folder is named by its id, directly in ours: a path through ".." (or a
+        # link) that merely starts with our folder would copy a host tree in
+        if (not snap.id.isalnum() or snap.path != os.path.join(self._snap_dir, snap.id)
+                or os.path.islink(snap.path) or not os.path.isdir(snap.path)):
             raise SandboxError(f"snapshot {snap.id} does not belong to this session")
         with self._busy:
             self._check_open()

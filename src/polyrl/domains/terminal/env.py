@@ -8,7 +8,9 @@ and the tail of stdout/stderr (``MAX_OBS_CHARS`` each). The episode ends on ``do
 command wall time are used (truncated). Then the tests run (``run_tests``); reward =
 tests passed / tests reported, read from pytest's final summary line (``test_*.py``)
 or TAP ``ok``/``not ok`` lines (``check.py``/``check.sh``); a run that reports no
-counts scores 0. ``info["score"]`` holds the final ``Score``.
+counts scores 0. ``info["score"]`` holds the final ``Score``. A command no shell can be
+given (a NUL byte, a lone surrogate, over ``MAX_COMMAND_BYTES``) is not run: its turn
+counts and the observation says why.
 
 Grading is built so that nothing the agent left in ``/workspace`` runs as part of the
 grader (see ``GRADER``): the test files are written by the grading command itself into
@@ -19,8 +21,10 @@ user site on the import path) running as the sandbox's pid 1 (no signal from ins
 kills it; every process left dies with it) and non-dumpable (agent code it runs cannot
 open its ``/proc/<pid>/mem``); git runs without system/global config, hooks,
 fsmonitor, pager, replace refs and with every filter/textconv/diff/merge driver of the
-workspace's repositories turned into ``cat`` (so agent-written git config runs nothing
-and forges no git output); ``check.py`` runs from memory, so the agent's programs it
+workspace's repositories (folders with a ``.git``, and git directories themselves, which
+git uses without one) turned into ``cat`` (so agent-written git config runs nothing and
+forges no git output; a folder the grader cannot list fails the grading, since a
+repository in it would go unchecked); ``check.py`` runs from memory, so the agent's programs it
 runs cannot read its expected values. Known limits: ``check.sh`` and ``run-tests.sh``
 run in bash, which stays dumpable (agent code the script runs may patch it); pytest and
 ``run-tests.sh`` tests are files under ``$TEST_DIR`` that agent programs they run could
@@ -41,6 +45,9 @@ from polyrl.types import ExecResult, Score, Task
 
 DONE = "done"
 MAX_OBS_CHARS = 2000
+MAX_COMMAND_BYTES = 128_000
+"""Longest command run (UTF-8 bytes): it travels in one environment variable, which the
+kernel caps at 128 KiB (``MAX_ARG_STRLEN``); a longer one could not even start."""
 STEP_TIMEOUT_S = 30.0
 _LOCK = threading.Lock()
 _SANDBOX: Any = None
@@ -90,12 +97,20 @@ def set_git_env():
 
 
 set_git_env()
+
+
+def unlisted(err):  # a folder the walk cannot list may hold a repository git still uses
+    sys.exit("Bail out! polyrl grader: cannot list %s in /workspace: %s"
+             % (err.filename, err.strerror))
+
+
 seen = 0
-for top, dirs, files in os.walk("/workspace"):  # every repository's named drivers
+for top, dirs, files in os.walk("/workspace", onerror=unlisted):  # every repository's drivers
     seen += 1
     if seen > 200000:
         sys.exit("Bail out! polyrl grader: over 200000 folders in /workspace")
-    if ".git" in dirs or ".git" in files:
+    # "HEAD": a git directory itself, which git uses without any .git (`git -C top`)
+    if ".git" in dirs or ".git" in files or "HEAD" in files:
         try:
             out = subprocess.run(["git", "-C", top, "config", "-z", "--name-only", "--list"],
                                  capture_output=True, text=True, timeout=20).stdout
@@ -172,12 +187,28 @@ def parse_action(action: str) -> str | None:
                 return args["command"]
             if isinstance(obj, dict) and obj.get("name") == DONE:
                 return None
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             pass
     blocks = extract_code_blocks(text)
     if blocks:
         return blocks[-1].code
     return text
+
+
+def command_problem(command: str) -> str | None:
+    """Why ``command`` cannot run as a step (it never reaches the sandbox), or None: a NUL
+    byte or a lone surrogate (no environment variable can hold them), or over
+    ``MAX_COMMAND_BYTES``."""
+    if "\0" in command:
+        return "the command contains a NUL byte"
+    try:
+        size = len(command.encode("utf-8", "surrogateescape"))
+    except UnicodeEncodeError:
+        return "the command is not valid text (a lone UTF-16 surrogate)"
+    if size > MAX_COMMAND_BYTES:
+        return f"the command is {size} bytes long, over {MAX_COMMAND_BYTES} (write big " \
+               "files in several commands)"
+    return None
 
 
 def _tail(s: str, n: int = MAX_OBS_CHARS) -> str:
@@ -306,15 +337,21 @@ class TerminalEnv(Env):
         if command is None:
             return self._finish(terminated=True)
         meta = self.task.metadata
-        budget = min(STEP_TIMEOUT_S, meta["agent_timeout_s"] - self.used_s)
-        res = self._exec(command, max(budget, 0.5))
+        problem = command_problem(command)
+        if problem is not None:  # the policy's turn, not a sandbox failure: it counts
+            exit_code = None
+            obs = f"[not run: {problem}]"
+        else:
+            budget = min(STEP_TIMEOUT_S, meta["agent_timeout_s"] - self.used_s)
+            res = self._exec(command, max(budget, 0.5))
+            self.used_s += res.wall_s
+            exit_code = res.exit_code
+            obs = format_observation(res)
         self.turns += 1
-        self.used_s += res.wall_s
-        obs = format_observation(res)
         if self.turns >= meta["max_turns"] or self.used_s >= meta["agent_timeout_s"]:
             final_obs, reward, term, trunc, info = self._finish(terminated=False)
             return obs + "\n" + final_obs, reward, term, trunc, info
-        return obs, 0.0, False, False, {"exit_code": res.exit_code}
+        return obs, 0.0, False, False, {"exit_code": exit_code}
 
     def _finish(self, *, terminated: bool) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self.finished = True
