@@ -5,7 +5,7 @@ submitted at once, default 2 x the CPUs available; each backend runs at most ``w
 = CPUs programs at a time and queues the rest):
   (a) bare:       ``python -c CHECK`` subprocesses (``sys.executable``), no isolation at all;
   (b) bwrap:      ``Sandbox(backend="bwrap").run_python`` (fresh sandboxed interpreter;
-                  in warm sandboxes where the kernel has Landlock ABI 6, ``--cold``: new
+                  in warm sandboxes where the kernel has Landlock, ``--cold``: new
                   namespaces per execution);
   (c) forkserver: ``ForkServer.run_python`` (warm interpreter in one sandbox, fork per run).
 Prints executions/s and p50/p99 latency per mode (per call, including any wait for
@@ -26,7 +26,7 @@ The modes are interleaved in rounds (a, b, c, a, b, c, ...) so that the load of 
 machine affects all three alike.
 
 Usage: python benchmarks/sandbox_throughput.py [--json] [--workers N] [--repeat R] [--rounds K]
-       [--in-flight N] [--cold] [--private-network]
+       [--in-flight N] [--cold] [--no-signal-scope] [--private-network]
 """
 
 from __future__ import annotations
@@ -185,6 +185,9 @@ def main() -> None:
                     "(ForkServer(private_network=True))")
     ap.add_argument("--cold", action="store_true",
                     help="bwrap mode: new namespaces per execution (Sandbox(warm=False))")
+    ap.add_argument("--no-signal-scope", action="store_true",
+                    help="bwrap mode: warm sandboxes without Landlock's signal scope, as on "
+                    "Linux < 6.12 (which lacks it)")
     args = ap.parse_args()
     cpus = available_cpus()
     workers = args.workers or cpus
@@ -192,6 +195,7 @@ def main() -> None:
     programs = [check_program(p) for p in problems] * args.repeat
 
     sb = Sandbox(backend="bwrap", limits=LIM, max_concurrency=workers, warm=not args.cold)
+    sb._signal_scope = not args.no_signal_scope
     t0 = time.perf_counter()
     fs = ForkServer(limits=LIM, workers=workers, private_network=args.private_network)
     fs.run_python("pass")
@@ -223,7 +227,8 @@ def main() -> None:
             fork_floor_s += _fork_floor_s(programs[i:i + step], cpus)
             longest = max(longest, (max(times), i + times.index(max(times))))
         rows = [m.row() for m in modes]
-        bwrap_warm = sb.warm and warm_pool(sb.python, LIM.max_file_mib).unavailable is None
+        bwrap_warm = sb.warm and warm_pool(sb.python, LIM.max_file_mib,
+                                           sb._signal_scope).unavailable is None
     finally:
         fs.close()
     by = {r["mode"]: r for r in rows}
@@ -265,6 +270,7 @@ def main() -> None:
         "forkserver_isolation": isolation,
         "forkserver_private_network": args.private_network,
         "bwrap_warm": bwrap_warm,
+        "bwrap_signal_scope": sb._signal_scope,
         "bare_per_s": by["bare"]["per_s"],
         "bwrap_per_s": by["bwrap"]["per_s"],
         "forkserver_per_s": by["forkserver"]["per_s"],

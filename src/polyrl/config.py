@@ -249,7 +249,7 @@ class SandboxSection(_Section):
     workers: int = Field(0, ge=0, description="Concurrent executions (0 = CPU count).")
     warm: bool = Field(
         True, description="bwrap: reuse warm sandboxes between executions (a fresh process "
-        "each; needs Landlock ABI 6, else cold). False = new namespaces per execution.")
+        "each; needs Landlock, Linux >= 5.19, else cold). False = new namespaces per execution.")
 
 
 class SchedulerSection(_Section):

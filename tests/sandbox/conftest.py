@@ -9,27 +9,30 @@ from polyrl.sandbox import ForkServer, Limits, Sandbox
 from polyrl.sandbox.warm import warm_pool
 
 
-@pytest.fixture(scope="session", params=["warm", "cold"])
+@pytest.fixture(scope="session", params=["warm", "warm-unscoped", "cold"])
 def sb(request) -> Sandbox:
-    """The bwrap sandbox, once with warm sandboxes (the default) and once cold (new
-    namespaces per execution): every security test runs on both paths. The session
+    """The bwrap sandbox, with warm sandboxes (the default), with warm sandboxes but no
+    Landlock signal/socket scope (as on Linux < 6.12, which lacks it), and cold (new
+    namespaces per execution): every security test runs on all three paths. The session
     fails loudly (not skips) when bwrap cannot run."""
     box = Sandbox(backend="bwrap", limits=Limits(timeout_s=10, cpu_s=10),
-                  warm=request.param == "warm")
+                  warm=request.param != "cold")
+    box._signal_scope = request.param != "warm-unscoped"
     try:
         box.run(["true"])
     except SandboxUnavailableError as e:  # pragma: no cover - host specific
         pytest.fail(f"bwrap backend unavailable on this host: {e}")
-    if request.param == "warm":
-        why = warm_pool(box.python, box.limits.max_file_mib).unavailable
-        if why:  # pragma: no cover - kernels without Landlock ABI 6
+    if request.param != "cold":
+        why = warm_pool(box.python, box.limits.max_file_mib, box._signal_scope).unavailable
+        if why:  # pragma: no cover - kernels without Landlock
             pytest.skip(f"warm sandboxes unavailable here (cold tested): {why}")
     return box
 
 
 def is_warm(box: Sandbox) -> bool:
     """Whether ``box`` runs its executions in warm sandboxes."""
-    return box.warm and warm_pool(box.python, box.limits.max_file_mib).unavailable is None
+    return box.warm and warm_pool(box.python, box.limits.max_file_mib,
+                                  box._signal_scope).unavailable is None
 
 
 @pytest.fixture(scope="session")

@@ -93,10 +93,13 @@ Limitations (real hazards, read before trusting a verdict):
   faults (SIGSEGV, SIGFPE...) and the sandbox's own kills work normally.
 - Warm sandboxes (the default of ``Sandbox.run`` / ``run_python`` on bwrap, without
   ``network``; ``Sandbox(warm=False)`` or ``sandbox.warm: false`` turns them off; needs
-  Landlock ABI >= 6, else every execution is cold): one bwrap sandbox per concurrent
+  Landlock ABI >= 2, Linux >= 5.19, else every execution is cold): one bwrap sandbox per concurrent
   execution is kept and reused by successive executions, each a fresh process in its own
   user, IPC and UTS namespace under a Landlock domain (writes only to ``/workspace``,
-  ``/tmp``, ``/dev/shm``; no signals, ptrace or abstract sockets outside itself). Between
+  ``/tmp``, ``/dev/shm``; no ptrace outside itself; with Landlock ABI >= 6, Linux >=
+  6.12, no signals or abstract sockets outside itself either: below it, the only process
+  outside is the server, pid 1 without a signal handler, which the kernel does not let
+  them signal, and it listens on no socket). Between
   two executions every leftover process is killed, ``/workspace``, ``/tmp`` and
   ``/dev/shm`` are emptied, the modes, times and user xattrs of directories (and of
   ``/dev/pts/ptmx``, the sandbox uid's own node) restored; SysV IPC

@@ -52,8 +52,9 @@ class ExecIsolation:
     A warm sandbox runs one execution at a time, so the Landlock ruleset is static and
     built once: read/execute everywhere, read/write beneath ``/workspace``, ``/tmp`` and
     ``/dev/shm``, writes to the device files of ``/dev``; signals and abstract unix
-    sockets scoped to the execution (ABI >= 6: the program can neither signal the server
-    nor reach its sockets). Each child joins a fresh user (own RLIMIT_NPROC count, same
+    sockets scoped to the execution where the kernel has Landlock ABI >= 6 (below it the
+    server, pid 1 with no signal handler, is out of reach of its signals all the same, and
+    listens on no socket; ``scope`` False turns the scope off, for tests). Each child joins a fresh user (own RLIMIT_NPROC count, same
     uid), IPC and UTS namespace, drops every capability, bounding set included, and
     restricts itself to the ruleset. ``/tmp`` and ``/dev/shm`` are the server's own
     size- and inode-bounded tmpfs (``bounded_tmp``, once at its start). The network namespace is the warm sandbox's
@@ -67,22 +68,25 @@ class ExecIsolation:
     priority and CPU affinity (another process of the same uid may change those; the
     server cannot undo all of it, so it reports itself spoiled and the host replaces it).
 
-    Raises (constructor): OSError when the kernel lacks Landlock ABI 6.
+    Raises (constructor): OSError when the kernel has no Landlock ABI >= 2 (ABI 1 would
+    refuse renames across directories).
     """
 
     kind = "exec"
     landlock = None
 
-    def __init__(self):
+    def __init__(self, scope=True):
         abi = _syscall(_SYS_CREATE, None, 0, 1)
-        if abi < 6:
-            raise OSError(0, f"Landlock ABI {abi} < 6 (needs signal scoping, Linux >= 6.12)")
+        if abi < 2:  # ABI 1 refuses every rename or link across directories (EXDEV)
+            raise OSError(ctypes.get_errno(), f"Landlock ABI {abi} < 2 (needs Linux >= 5.19, "
+                          "with the Landlock LSM enabled)")
         self.abi = abi
+        self.scoped = bool(scope) and abi >= 6
         fs_all = _FS_RIGHTS_BY_ABI.get(abi, _FS_RIGHTS_BY_ABI[5])
         # one execution per sandbox: everything may be read (as in a cold sandbox)
         rules = [("/", _RO), ("/dev", _RO | _FS_WRITE_FILE | _FS_IOCTL_DEV)]
         rules += [(d, fs_all & ~_FS_MAKE_DEVICES) for d in _EXEC_EMPTIED if os.path.isdir(d)]
-        self.ruleset = _scoped_ruleset(fs_all, rules)
+        self.ruleset = _scoped_ruleset(fs_all, rules, self.scoped)
         with open("/proc/sys/kernel/cap_last_cap") as f:
             self.caps = range(int(f.read()) + 1)
         uid, gid = os.getuid(), os.getgid()

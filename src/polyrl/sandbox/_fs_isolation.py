@@ -418,12 +418,13 @@ def choose_isolation(preferred, private_network=False, pid_namespace=None, scope
     return None, errors
 
 
-def _scoped_ruleset(fs_all, rules):
-    """A Landlock ruleset (ABI >= 6) handling ``fs_all`` file rights, granting ``rules``
-    (``(path, rights)``; missing paths skipped) and scoping signals and abstract unix
-    sockets; its fd is kept across fork, closed at exec. Raises OSError."""
-    attr = ctypes.create_string_buffer(
-        struct.pack("=QQQ", fs_all, 0, _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL), 24)
+def _scoped_ruleset(fs_all, rules, scope=True):
+    """A Landlock ruleset handling ``fs_all`` file rights, granting ``rules`` (``(path,
+    rights)``; missing paths skipped) and, with ``scope`` (ABI >= 6 only), scoping
+    signals and abstract unix sockets; its fd is kept across fork, closed at exec.
+    Raises OSError."""
+    attr = ctypes.create_string_buffer(struct.pack(  # zeros past a kernel's fields: accepted
+        "=QQQ", fs_all, 0, (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if scope else 0), 24)
     rs = _syscall(_SYS_CREATE, attr, 24, 0)
     if rs < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")

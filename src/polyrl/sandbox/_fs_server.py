@@ -161,7 +161,7 @@ def main():
             if cfg.get("tmp_bytes"):
                 bounded_tmp(int(cfg["tmp_bytes"]),  # noqa: F821 (_fs_exec_isolation.py)
                             int(cfg.get("workspace_bytes") or cfg["tmp_bytes"]))
-            iso, iso_errors = ExecIsolation(), {}  # noqa: F821 (from _fs_exec_isolation.py)
+            iso, iso_errors = ExecIsolation(cfg.get("scope", True)), {}  # noqa: F821
         except OSError as e:
             iso, iso_errors = None, {"exec": str(e)}
     else:
@@ -172,7 +172,8 @@ def main():
     # what every child needs, set once here (a child's own Python work costs page faults)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as before: a closed stdout kills
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # exec mode: pid 1 without a handler, which no signal sent from inside reaches
+    signal.signal(signal.SIGINT, signal.SIG_DFL if exec_mode else signal.default_int_handler)
     sys.argv = ["-c"]
     if not sys.path or sys.path[0] != "":
         sys.path.insert(0, "")

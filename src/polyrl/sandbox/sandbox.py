@@ -73,6 +73,7 @@ class Sandbox:
         # a private uid per execution needs root (see hostview)
         self.use_private_uid = backend == "bwrap" and os.geteuid() == 0
         self.warm = warm and backend == "bwrap"
+        self._signal_scope = True  # tests: False keeps Landlock from scoping warm signals
         self._gate = FairGate(max_concurrency) if max_concurrency else admission()
 
     @classmethod
@@ -158,7 +159,7 @@ class Sandbox:
                   for rel, content in (files or {}).items()}
         if not warm_fits_files(inputs, lim):
             return None  # more input than a warm /workspace holds beside its budget: cold
-        pool = warm_pool(self.python, lim.max_file_mib)
+        pool = warm_pool(self.python, lim.max_file_mib, self._signal_scope)
         started = time.time()
         with self._gate:
             box = pool.acquire()

@@ -25,8 +25,10 @@ executions never share a warm sandbox (nor, as root, a uid).
 What differs from a cold execution (documented in ``polyrl.sandbox``): the server is
 pid 1 and visible in ``/proc`` (its files are not readable: it is not dumpable), the
 network namespace is reused by successive executions (never concurrent ones, never with
-a socket left), and the program sees its real exit status (no 128+N encoding). It needs Landlock ABI >= 6
-(Linux >= 6.12, for the signal scope); elsewhere ``Sandbox`` uses cold executions.
+a socket left), and the program sees its real exit status (no 128+N encoding). It needs
+Landlock ABI >= 2 (Linux >= 5.19); elsewhere ``Sandbox`` uses cold executions. Below Landlock ABI
+6 (Linux < 6.12) signals are not scoped: the server, pid 1, installs no signal handler,
+so the kernel drops every signal an execution sends it.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class WarmSandbox:
 
     _ids = itertools.count(1)
 
-    def __init__(self, python: str, tmp_mib: int) -> None:
+    def __init__(self, python: str, tmp_mib: int, scope: bool = True) -> None:
         slot = SlotLock() if os.geteuid() == 0 else None
         try:
             self.workspace = Workspace(uid=slot.uid if slot else None)
@@ -110,6 +112,7 @@ class WarmSandbox:
         server_lim = _server_limits(tmp_mib)
         self.spoiled: str | None = None
         cfg = {"mode": "exec", "workers": 1, "preload": [], "programs": {},
+               "scope": scope,
                # its own inode-bounded /tmp and /dev/shm (Limits allow a float MiB)
                "tmp_bytes": int(tmp_mib * 1024 * 1024),
                "workspace_bytes": int(WORKSPACE_FACTOR * tmp_mib * 1024 * 1024)}
@@ -173,14 +176,16 @@ class WarmPool:
 
     At most ``max_idle`` are kept; more are closed when released. When one cannot start,
     :meth:`acquire` returns None (the caller runs a cold execution); after
-    ``MAX_FAILED_STARTS`` failed starts in a row (e.g. no Landlock ABI 6) the reason is
+    ``MAX_FAILED_STARTS`` failed starts in a row (e.g. no Landlock) the reason is
     kept in ``unavailable`` and no start is tried again.
     """
 
     MAX_FAILED_STARTS = 3
 
-    def __init__(self, python: str, tmp_mib: int, max_idle: int = 16) -> None:
+    def __init__(self, python: str, tmp_mib: int, max_idle: int = 16,
+                 scope: bool = True) -> None:
         self.python, self.tmp_mib, self.max_idle = python, tmp_mib, max_idle
+        self.scope = scope
         self.unavailable: str | None = None
         self._failed_starts = 0
         self._idle: list[WarmSandbox] = []
@@ -198,8 +203,8 @@ class WarmPool:
             if self.unavailable is not None or self._closed:
                 return None
         try:
-            box = WarmSandbox(self.python, self.tmp_mib)
-        except SandboxError as e:  # e.g. every uid slot busy, or no Landlock ABI 6
+            box = WarmSandbox(self.python, self.tmp_mib, self.scope)
+        except SandboxError as e:  # e.g. every uid slot busy, or no Landlock
             with self._lock:
                 self._failed_starts += 1
                 if self._failed_starts >= self.MAX_FAILED_STARTS:
@@ -230,26 +235,28 @@ class WarmPool:
             box.close()
 
 
-_pools: dict[tuple[str, str, int], WarmPool] = {}
+_pools: dict[tuple[str, str, int, bool], WarmPool] = {}
 _pools_pid = os.getpid()
 _pools_lock = threading.Lock()
 
 
-def warm_pool(python: str, tmp_mib: int) -> WarmPool:
-    """The process-wide pool for ``(bwrap binary, python, tmp_mib)`` (closed at exit; a
-    forked child process starts with no pools: the servers belong to its parent).
+def warm_pool(python: str, tmp_mib: int, scope: bool = True) -> WarmPool:
+    """The process-wide pool for ``(bwrap binary, python, tmp_mib, scope)`` (closed at
+    exit; a forked child process starts with no pools: the servers belong to its parent).
+    ``scope`` False: no Landlock signal/socket scope even where the kernel has it (tests
+    of what holds on Linux < 6.12).
 
     Raises:
         SandboxUnavailableError: no bwrap binary (see ``hostview.find_bwrap``).
     """
-    key = (hostview.find_bwrap(), python, tmp_mib)
+    key = (hostview.find_bwrap(), python, tmp_mib, scope)
     global _pools, _pools_pid
     with _pools_lock:
         if _pools_pid != os.getpid():
             _pools, _pools_pid = {}, os.getpid()
         pool = _pools.get(key)
         if pool is None:
-            pool = _pools[key] = WarmPool(python, tmp_mib)
+            pool = _pools[key] = WarmPool(python, tmp_mib, scope=scope)
         return pool
 
 
