@@ -58,6 +58,18 @@ def test_doctor_json():
     assert by["bwrap"]["startup_ms"] > 0
     assert "warm sandboxes: " in by["bwrap"]["detail"]
     assert "user.max_user_namespaces" in rep["facts"]
+    # the ABI the warm sandboxes' server finds inside (its hello) is the one reported
+    from polyrl.sandbox.doctor import landlock_abi
+    from polyrl.sandbox.warm import WarmSandbox
+
+    abi = landlock_abi()
+    assert rep["facts"]["landlock"].startswith(f"ABI {abi}:" if abi else "absent")
+    if abi >= 2:
+        box = WarmSandbox(sys.executable, 8)
+        try:
+            assert box.server.landlock_abi == abi
+        finally:
+            box.close()
 
 
 def test_doctor_explains_unavailable_bwrap(monkeypatch):

@@ -52,7 +52,29 @@ def host_facts() -> dict[str, str]:
         "kernel.apparmor_restrict_unprivileged_userns":
             _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
         "seccomp filter": _seccomp_fact(),
+        "landlock": _landlock_fact(),
     }
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none, or not enabled as an LSM), asked with
+    ``landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)``."""
+    import ctypes
+
+    try:
+        abi = ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1)  # every arch: 444
+    except (OSError, AttributeError):
+        return 0
+    return max(int(abi), 0)
+
+
+def _landlock_fact() -> str:
+    abi = landlock_abi()
+    if abi == 0:
+        return "absent: warm sandboxes and fork-server isolation by Landlock unavailable"
+    return (f"ABI {abi}: " + ("signals and abstract sockets scoped" if abi >= 6 else
+            "no signal scope (Linux < 6.12): fork-server executions get a pid namespace "
+            "each; warm sandboxes rely on pid 1 having no signal handler"))
 
 
 def _seccomp_fact() -> str:
