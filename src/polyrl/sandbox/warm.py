@@ -87,6 +87,8 @@ class WarmSandbox:
         python: interpreter of the server (its installation is mounted read-only).
         tmp_mib: size of the private ``/tmp`` and ``/dev/shm`` in MiB (``/workspace``:
             ``WORKSPACE_FACTOR`` times it).
+        scope: Landlock's signal/socket scope where the kernel has it (ABI >= 6); False
+            only in tests of what holds without it.
 
     Attributes:
         workspace: the host directory bwrap binds at ``/workspace``, which the server's
@@ -177,7 +179,7 @@ class WarmPool:
     At most ``max_idle`` are kept; more are closed when released. When one cannot start,
     :meth:`acquire` returns None (the caller runs a cold execution); after
     ``MAX_FAILED_STARTS`` failed starts in a row (e.g. no Landlock) the reason is
-    kept in ``unavailable`` and no start is tried again.
+    kept in ``unavailable`` and no start is tried again. ``scope``: as ``WarmSandbox``'s.
     """
 
     MAX_FAILED_STARTS = 3
