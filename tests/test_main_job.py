@@ -77,7 +77,12 @@ def test_shortened_quickstart_writes_a_complete_run(tmp_path: Path, cache: str):
 
 
 @pytest.mark.slow
-def test_ctrl_c_leaves_a_resumable_run(tmp_path: Path, cache: str):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
+                         ids=["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_stopped_run_resumes(tmp_path: Path, cache: str, sig: signal.Signals):
+    """Ctrl-C and SIGTERM (which ended the run with status `running` and the steps since
+    the last checkpoint lost) finish the step, checkpoint and stop; after kill -9 the
+    state still holds the RL steps and seconds done (they counted for nothing)."""
     run = tmp_path / "run"
     p = polyrl("run", "--run-dir", str(run), "--set", "train.steps=500",
                "--set", f"model.tiny.cache_dir={cache}", *SHORT)
@@ -88,23 +93,36 @@ def test_ctrl_c_leaves_a_resumable_run(tmp_path: Path, cache: str):
             break
         time.sleep(0.5)
     assert p.poll() is None, p.communicate()[1][-3000:]
-    os.kill(p.pid, signal.SIGINT)
+    os.kill(p.pid, sig)
     _, err = p.communicate(timeout=300)
-    assert p.returncode == 130, err[-3000:]
-    assert "polyrl resume" in err
     state = json.loads((run / "run_state.json").read_text())
-    assert state["status"] == "interrupted" and "train" not in state["done"]
     done_steps = len(metrics.read_text().splitlines())
-    assert (run / "checkpoints" / "latest").read_text().strip() == f"step-{done_steps}"
-    # shorten the rest of the run, then resume it
+    if sig == signal.SIGKILL:  # no word from it, but what it did is on record
+        assert p.returncode == -9 and state["status"] == "running"
+        assert state["steps"] == done_steps and state["train_s"] > 0 and state["wall_s"] > 0
+    else:
+        assert p.returncode == 130, err[-3000:]
+        assert "polyrl resume" in err
+        assert state["status"] == "interrupted" and "train" not in state["done"]
+        assert (run / "checkpoints" / "latest").read_text().strip() == f"step-{done_steps}"
+    resumed_from = int((run / "checkpoints" / "latest").read_text().strip().split("-")[1])
     cfg = yaml.safe_load((run / "config.yaml").read_text())
-    cfg["train"]["steps"] = done_steps + 2
+    cfg["train"]["lr"] *= 2  # what the run computes: refused on resume
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    r = polyrl("resume", str(run))
+    _, err = r.communicate(timeout=120)
+    assert r.returncode == 2 and "Traceback" not in err, err[-3000:]
+    assert "train.lr" in err and "changed since the run began" in err, err
+    # restore it and shorten the rest of the run (allowed), then resume it
+    cfg["train"]["lr"] /= 2
+    cfg["train"]["steps"] = resumed_from + 2
     (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     r = polyrl("resume", str(run))
     _, err = r.communicate(timeout=600)
     assert r.returncode == 0, err[-3000:]
+    assert "resumed with a changed config.yaml: train.steps" in err
     steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines()]
-    assert steps == list(range(1, done_steps + 3))  # continued, nothing repeated or lost
+    assert steps == list(range(1, resumed_from + 3))  # continued, nothing repeated or lost
     state = json.loads((run / "run_state.json").read_text())
-    assert state["status"] == "done" and state["sessions"] == 2
-    assert json.loads((run / "summary.json").read_text())["steps"] == done_steps + 2
+    assert state["status"] == "done" and state["sessions"] == 2  # the refused one: none
+    assert json.loads((run / "summary.json").read_text())["steps"] == resumed_from + 2

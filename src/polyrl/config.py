@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -35,7 +36,8 @@ from polyrl.errors import ConfigError
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # inf and nan are never a setting (lr=inf trained to nan weights and exited 0)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class RunSection(_Section):
@@ -88,7 +90,14 @@ class ModelSection(_Section):
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="'auto' = bf16 on GPUs that support it, else fp32."
     )
-    device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', ...")
+    device: str = Field("auto", description="'auto', 'cpu', 'cuda', 'cuda:1', 'mps', 'xpu'.")
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, v: str) -> str:
+        if not re.fullmatch(r"auto|cpu|mps|(cuda|xpu)(:\d+)?", v):
+            raise ValueError(f"must be 'auto', 'cpu', 'cuda', 'cuda:N', 'mps' or 'xpu', got {v!r}")
+        return v
 
     @model_validator(mode="after")
     def _hf_needs_path(self) -> ModelSection:
@@ -102,7 +111,7 @@ class RolloutSection(_Section):
 
     backend: Literal["hf", "openai", "vllm"] = Field("hf", description="Policy backend.")
     url: str = Field("", description="Server URL for backend='openai'.")
-    group_size: int = Field(8, ge=1, description="Samples per prompt (G), at least 2.")
+    group_size: int = Field(8, description="Samples per prompt (G), at least 2.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass.")
     max_new_tokens: int = Field(32, gt=0, description="Max new tokens per model turn.")
@@ -272,6 +281,14 @@ class EvalSection(_Section):
         default_factory=list, description="Held-out difficulties (empty = each domain's own)."
     )
 
+    @field_validator("difficulty")
+    @classmethod
+    def _check_difficulty(cls, v: list[int]) -> list[int]:
+        bad = [d for d in v if not 1 <= d <= 5]
+        if bad:
+            raise ValueError(f"must be ints in 1..5, got {bad}")
+        return v
+
 
 class RunConfig(_Section):
     """The whole configuration of a ``polyrl run``."""
@@ -439,7 +456,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not p.is_file():
             raise ConfigError(str(p), "", "is a directory, not a YAML file" if p.is_dir()
                               else "file not found")
-        text = p.read_text()
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(file, "", f"not UTF-8 text (byte {e.start}: {e.reason})") from None
+        except OSError as e:
+            raise ConfigError(file, "", f"cannot read: {e.strerror or e}") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -452,6 +474,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if "=" not in item:
             raise ConfigError("--set", "", f"{item!r} must look like key.path=value")
         key, value = item.split("=", 1)
+        try:
+            yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ConfigError("--set", key, f"value {value!r} is not a YAML scalar, list or "
+                              f"mapping ({getattr(e, 'problem', None) or e})") from None
         node: Any = data
         parts = key.split(".")
         for depth, part in enumerate(parts):

@@ -43,6 +43,16 @@ class ConfigError(PolyrlError):
         super().__init__(f"{where}: {reason}")
 
 
+class CheckpointError(PolyrlError):
+    """A checkpoint cannot be used: a file is unreadable (torn, truncated, corrupted)
+    or the ``latest`` pointer names something that is not a checkpoint. The message
+    names the file and the older checkpoints left to resume from."""
+
+
+class MissingCheckpointError(CheckpointError, FileNotFoundError):
+    """A checkpoint (or one of its files) named by ``latest`` does not exist."""
+
+
 class TransientError(PolyrlError):
     """An infrastructure failure that may succeed when retried."""
 

@@ -100,6 +100,24 @@ print("done")
     assert again.stdout == res.stdout.splitlines()[1] + "\n"  # the server lived on
 
 
+def test_cpu_time_of_children_never_waited_for_is_counted(warm: Sandbox):
+    """cpu_s is the whole tree's (as in a cold execution, whose pid 1 reaps orphans):
+    children that burn CPU and are killed, never waited for, count too."""
+    code = """
+import os, time
+r, w = os.pipe()
+for _ in range(2):
+    if os.fork() == 0:
+        while time.process_time() < 0.5:
+            pass
+        os.write(w, b"x")
+        time.sleep(100)
+os.read(r, 1), os.read(r, 1)
+"""
+    res = warm.run_python(code)
+    assert res.exit_code == 0 and res.cpu_s >= 0.95, res
+
+
 def test_server_death_is_a_typed_error_and_the_next_call_works(warm: Sandbox):
     pool = warm_pool(warm.python, warm.limits.max_file_mib, warm._signal_scope)
     box = pool.acquire()

@@ -14,7 +14,7 @@ import typer
 import typer.core
 
 from polyrl.cli.common import err_console, state
-from polyrl.errors import ConfigError
+from polyrl.errors import ConfigError, PolyrlError
 
 
 def _flags_show_no_type() -> None:
@@ -87,6 +87,12 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
+    except PolyrlError as e:  # raised on purpose, with a message that says what and where:
+        # one line, no traceback (POLYRL_TRACEBACK=1 shows it)
+        if os.environ.get("POLYRL_TRACEBACK"):
+            raise
+        err_console.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        sys.exit(1)
     except Exception as e:
         if _is_usage_error(e):  # unknown option, missing argument, a group without command
             e.show()  # type: ignore[attr-defined]

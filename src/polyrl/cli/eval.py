@@ -52,6 +52,12 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
+
+def _at_least(flag: str, value: float, least: float) -> None:
+    """A usage error (one line, exit 2) unless ``value >= least``."""
+    if value < least:
+        fail(f"{flag}: must be >= {least:g}, got {value:g}", 2)
+
 @app.command("eval")
 def eval_(
     policy: str = typer.Option(..., "--policy", help="hf:PATH, openai:URL#MODEL, vllm:PATH, oracle, samples:FILE."),
@@ -82,6 +88,12 @@ def eval_(
     levels = _difficulties(difficulty)
     if n < 0:
         fail(f"--n: must be >= 0 (0 = all test tasks), got {n}", 2)
+    _at_least("--samples", samples, 1)
+    _at_least("--temperature", temperature, 0)
+    _at_least("--max-tokens", max_tokens, 1)
+    _at_least("--workers", workers, 0)
+    if results_out is not None and results_out.is_dir():
+        fail(f"--results-out: {results_out} is a directory; give a file path", 2)
     unbounded = [d.id for d in doms if d.split_sizes().get("test") is None]
     if n == 0 and unbounded:
         fail(f"--n: {', '.join(unbounded)} {'is' if len(unbounded) == 1 else 'are'} "
@@ -141,6 +153,8 @@ def headroom(
     from polyrl.eval.headroom import policy_path
     from polyrl.eval.summary import signed
 
+    _at_least("--probe-steps", probe_steps, 1)
+    _at_least("--n", n, 1)
     cfg = load_config(config, set_)
     doms = _domains(domains)
     hooks = RichHooks()

@@ -56,13 +56,15 @@ class RichHooks:
 
 
 def _finish(run_dir: Path) -> None:
-    from polyrl.eval.pipeline import RunInterrupted, run_main_job
+    from polyrl.eval.pipeline import RunBusyError, RunInterrupted, run_main_job
 
     try:
         summary = run_main_job(run_dir, RichHooks())
     except RunInterrupted as e:
         err_console.print(f"{e}")
         raise typer.Exit(130) from None
+    except RunBusyError as e:
+        fail(str(e), code=2)
     doms = summary["domains"]
     log(f"done in {summary['wall_s']:.0f} s: {len(summary['improved_domains'])} of {len(doms)} "
         f"domains improved; report: {run_dir / 'report.html'}")

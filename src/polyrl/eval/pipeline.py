@@ -14,9 +14,11 @@ interrupted run resumes at the first unfinished stage:
 5. ``report``: ``summary.json`` (paired bootstrap per domain), ``summary.md``,
    ``report.html`` with plots.
 
-Ctrl-C during training finishes the current step, checkpoints and stops; a second
-Ctrl-C stops at once (the last periodic checkpoint stays valid). Either way the
-state says ``interrupted`` and ``polyrl resume RUN_DIR`` continues.
+Ctrl-C (or SIGTERM) during training finishes the current step, checkpoints and stops;
+a second one stops at once (the last periodic checkpoint stays valid); elsewhere it
+stops at once. Either way the state says ``interrupted`` and ``polyrl resume RUN_DIR``
+continues. One process at a time runs a run directory (``rundir.run_lock``); a resume
+may change only how long, where and how fast the run goes (``rundir.RESUME_MAY_CHANGE``).
 """
 
 from __future__ import annotations
@@ -28,20 +30,29 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from polyrl.config import RunConfig, dump_config, load_config
+from polyrl.config import RunConfig, load_config
 from polyrl.domains.base import Domain
 from polyrl.eval import setup
 from polyrl.eval.evaluate import EvalReport, evaluate
 from polyrl.eval.report import report
+from polyrl.eval.rundir import (
+    RunBusyError,
+    check_resume_config,
+    new_run,
+    read_state,
+    run_lock,
+    signals_interrupt,
+    write_state,
+)
 from polyrl.eval.summary import compare, improved, read_rows, regressed, write_rows
 
-STAGES = ("base_model", "baseline", "train", "post", "report")
-STATE_FILE = "run_state.json"
+__all__ = ["STAGES", "Hooks", "RunBusyError", "RunInterrupted", "base_model_with_progress",
+           "new_run", "read_state", "run_main_job", "train_progress"]
 
+STAGES = ("base_model", "baseline", "train", "post", "report")
 
 class Hooks:
     """Progress callbacks of the pipeline (the CLI draws bars; the default is silent)."""
@@ -108,67 +119,32 @@ class _StopAfterStep(Exception):
     """Raised from the trainer's step callback after a first Ctrl-C."""
 
 
-def new_run(cfg: RunConfig, run_dir: Path | None = None) -> Path:
-    """Create ``out_dir/<name>-<UTC timestamp>/`` (or ``run_dir``) with the resolved config.
-
-    Raises:
-        FileExistsError: ``run_dir`` already holds a run.
-    """
-    if run_dir is None:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-        run_dir = Path(cfg.run.out_dir) / f"{cfg.run.name}-{stamp}"
-        suffix = 1
-        while run_dir.exists():
-            suffix += 1
-            run_dir = Path(cfg.run.out_dir) / f"{cfg.run.name}-{stamp}-{suffix}"
-    run_dir = Path(run_dir)
-    if (run_dir / STATE_FILE).exists():
-        raise FileExistsError(f"{run_dir} already holds a run; use `polyrl resume {run_dir}`")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(dump_config(cfg))
-    _write_state(run_dir, {"run_id": run_dir.name, "status": "created", "done": [],
-                           "stages_s": {}, "wall_s": 0.0, "train_s": 0.0})
-    return run_dir
-
-
-def read_state(run_dir: Path) -> dict[str, Any]:
-    """``run_state.json`` of ``run_dir``.
-
-    Raises:
-        FileNotFoundError: ``run_dir`` is not a polyrl run directory.
-    """
-    path = Path(run_dir) / STATE_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{run_dir}: not a polyrl run directory (no {STATE_FILE})")
-    return json.loads(path.read_text())
-
-
-def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
-    tmp = Path(run_dir) / (STATE_FILE + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(Path(run_dir) / STATE_FILE)
-
-
 def run_main_job(run_dir: Path, hooks: Hooks | None = None) -> dict[str, Any]:
     """Run (or resume) every unfinished stage of ``run_dir``; return ``summary.json``'s content.
 
     Raises:
-        RunInterrupted: Ctrl-C; the state is saved and resumable.
-        ConfigError: the run's ``config.yaml`` is invalid or names unknown domains.
+        RunInterrupted: Ctrl-C or SIGTERM; the state is saved and resumable.
+        RunBusyError: another process is running this directory.
+        ConfigError: the run's ``config.yaml`` is invalid, names unknown domains, or was
+            changed since the run began beyond what a resume may change
+            (``rundir.RESUME_MAY_CHANGE``).
     """
     hooks = hooks or Hooks()
     run_dir = Path(run_dir)
-    cfg = load_config(run_dir / "config.yaml")
-    state = read_state(run_dir)
-    job = _Job(cfg, run_dir, state, hooks)
-    try:
-        return job.run()
-    except KeyboardInterrupt:
-        job.finish_session("interrupted")
-        raise RunInterrupted(run_dir) from None
-    except BaseException:
-        job.finish_session("failed")
-        raise
+    with run_lock(run_dir), signals_interrupt():
+        cfg = load_config(run_dir / "config.yaml")
+        state = read_state(run_dir)
+        for change in check_resume_config(run_dir, cfg, state):
+            hooks.log(f"resumed with a changed config.yaml: {change}")
+        job = _Job(cfg, run_dir, state, hooks)
+        try:
+            return job.run()
+        except KeyboardInterrupt:
+            job.finish_session("interrupted")
+            raise RunInterrupted(run_dir) from None
+        except BaseException:
+            job.finish_session("failed")
+            raise
 
 
 class _Job:
@@ -178,22 +154,26 @@ class _Job:
         self.cfg, self.run_dir, self.state, self.hooks = cfg, run_dir, state, hooks
         self.session_start = time.monotonic()
         self.session_cpu = _cpu_s()
+        # the earlier sessions' totals: this session's time is added to them as it runs
+        # (``_account``), so a session killed outright (kill -9) still counts
+        self.wall_base = state.get("wall_s", 0.0)
+        self.cpu_base = state.get("cpu_s", 0.0)
         self.policy: Any = None
         self.scheduler: Any = None
         setup.set_threads(cfg)
         self.domains = setup.resolve_domains(cfg)
 
     # -- bookkeeping ----------------------------------------------------------------
+    def _account(self) -> None:
+        """The run's wall and CPU seconds so far, this session's included."""
+        self.state["wall_s"] = self.wall_base + time.monotonic() - self.session_start
+        self.state["cpu_s"] = self.cpu_base + _cpu_s() - self.session_cpu
+
     def finish_session(self, status: str) -> None:
         """Add this session's wall time to the state and record ``status``."""
-        self.state["wall_s"] = self.state.get("wall_s", 0.0) + time.monotonic() - \
-            self.session_start
-        self.session_start = time.monotonic()
-        cpu = _cpu_s()
-        self.state["cpu_s"] = self.state.get("cpu_s", 0.0) + cpu - self.session_cpu
-        self.session_cpu = cpu
+        self._account()
         self.state["status"] = status
-        _write_state(self.run_dir, self.state)
+        write_state(self.run_dir, self.state)
         if self.scheduler is not None:
             self.scheduler.close(wait=False)
             self.scheduler = None
@@ -201,13 +181,14 @@ class _Job:
     def _done(self, stage: str, seconds: float) -> None:
         self.state["done"].append(stage)
         self.state["stages_s"][stage] = self.state["stages_s"].get(stage, 0.0) + seconds
-        _write_state(self.run_dir, self.state)
+        self._account()
+        write_state(self.run_dir, self.state)
 
     def run(self) -> dict[str, Any]:
         self.state["status"] = "running"
         self.state.setdefault("sessions", 0)
         self.state["sessions"] += 1
-        _write_state(self.run_dir, self.state)
+        write_state(self.run_dir, self.state)
         for stage in STAGES:
             if stage in self.state["done"]:
                 continue
@@ -297,6 +278,10 @@ class _Job:
         def on_step(rec: dict[str, Any]) -> None:
             self.hooks.update(done(rec["step"]),
                               f"step {rec['step']} reward {rec.get('reward/mean') or 0:.3f}")
+            # RL time and steps as they go: a session killed outright still counts them
+            self.state["train_s"], self.state["steps"] = spent + time.monotonic() - t0, rec["step"]
+            self._account()
+            write_state(self.run_dir, self.state)
             if stop.is_set():
                 raise _StopAfterStep
 
@@ -307,7 +292,7 @@ class _Job:
             trainer.save_state()
             raise KeyboardInterrupt from None
         finally:
-            self.state["train_s"] = self.state.get("train_s", 0.0) + time.monotonic() - t0
+            self.state["train_s"] = spent + time.monotonic() - t0
             self.state["steps"] = trainer.step
             self.hooks.end()
         if trainer.step < self.cfg.train.steps:
@@ -335,8 +320,8 @@ class _Job:
         post = read_rows(self.run_dir / "eval" / "post.jsonl")
         doms = compare(base, post, binary={d.id: d.binary for d in self.domains},
                        seed=self.cfg.run.seed)
-        wall = self.state.get("wall_s", 0.0) + time.monotonic() - self.session_start
-        summary = {"run_id": self.run_dir.name, "wall_s": round(wall, 1),
+        self._account()
+        summary = {"run_id": self.run_dir.name, "wall_s": round(self.state["wall_s"], 1),
                    "improved_domains": improved(doms), "regressed_domains": regressed(doms),
                    "steps": self.state.get("steps", 0),
                    "stages_s": {k: round(v, 1) for k, v in self.state["stages_s"].items()},
@@ -363,7 +348,8 @@ def _cpu_s() -> float:
 
 @contextlib.contextmanager
 def _first_sigint_sets(flag: threading.Event, hooks: Hooks) -> Iterator[None]:
-    """First Ctrl-C sets ``flag`` (finish the step, then stop); the second raises at once."""
+    """First Ctrl-C (or SIGTERM) sets ``flag`` (finish the step, then stop); the second
+    raises at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -372,10 +358,13 @@ def _first_sigint_sets(flag: threading.Event, hooks: Hooks) -> Iterator[None]:
         if flag.is_set():
             raise KeyboardInterrupt
         flag.set()
-        hooks.log("Ctrl-C: stopping after this step (press again to stop now)")
+        what = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        hooks.log(f"{what}: stopping after this step (again to stop now)")
 
     old = signal.signal(signal.SIGINT, handler)
+    old_term = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, old_term)

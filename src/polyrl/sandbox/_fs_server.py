@@ -65,78 +65,6 @@ def send(fd, obj, out=b"", err=b""):
         view = view[os.write(fd, view):]
 
 
-class Job:
-    """One execution: its child, pipes, buffers, deadlines."""
-
-    __slots__ = ("req", "id", "t0", "deadline", "kill_at", "killed_for", "exited",
-                 "status", "ru", "out", "err", "out_fd", "err_fd", "trunc_out", "trunc_err",
-                 "open", "pid", "pidfd", "dir", "limit", "setup_fd", "root_fd")
-
-    def __init__(self, req, jobdir):
-        self.req = req
-        self.id = req["id"]
-        self.t0 = time.monotonic()
-        self.deadline = self.t0 + req["timeout_s"]
-        self.kill_at = None
-        self.killed_for = None
-        self.exited = False
-        self.status = 0
-        self.ru = None
-        self.out = bytearray()
-        self.err = bytearray()
-        self.trunc_out = self.trunc_err = False
-        self.open = 2
-        self.pid = -1
-        self.pidfd = -1
-        self.dir = jobdir
-        self.limit = req["max_output_bytes"]
-        self.setup_fd = -1
-        self.root_fd = -1  # O_PATH fd of its workspace, to collect from
-
-
-def stray_sweep(active_sids):
-    """Kill every process of this sandbox that belongs to no running execution.
-
-    Only as pid 1 of its own pid namespace (bwrap --as-pid-1): run anywhere else (by
-    hand, for profiling) the sweep would kill the host's processes."""
-    me = os.getpid()
-    if me != 1:
-        return
-    my_sid = os.getsid(0)
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-            sid = int(data[data.rindex(b")") + 2:].split()[3])
-        except (OSError, ValueError, IndexError):
-            continue
-        if sid not in active_sids and sid != my_sid:
-            try:
-                os.kill(int(name), signal.SIGKILL)
-            except OSError:
-                pass
-
-
-def _children_file():
-    path = f"/proc/self/task/{os.getpid()}/children"
-    return path if os.path.exists(path) else None
-
-
-def _remove(jobdir):
-    try:  # the usual case: the program left nothing behind
-        os.rmdir(jobdir + "/w")
-        os.rmdir(jobdir + "/t")
-        os.rmdir(jobdir)
-    except OSError:
-        try:  # directories the program made read-only too: the space must come back
-            _empty(jobdir)  # noqa: F821 (from _fs_exec_isolation.py)
-            os.rmdir(jobdir)
-        except OSError:
-            shutil.rmtree(jobdir, ignore_errors=True)
-
-
 def main():
     cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     if isinstance(cfg, list):
@@ -204,7 +132,7 @@ def main():
                    if iso else None})
     if iso is None:
         return 1
-    children_path = _children_file()
+    children_path = _children_file()  # noqa: F821 (_fs_jobs.py)
 
     # the forker forks every execution (not exec mode): forked now, before any request,
     # so that no child's memory holds another execution's code, input or output
@@ -229,7 +157,7 @@ def main():
         nonlocal seq
         seq += 1
         jobdir = None if exec_mode else f"{ROOT}/{seq}"
-        job = Job(req, jobdir)
+        job = Job(req, jobdir)  # noqa: F821 (_fs_jobs.py)
         if exec_mode:  # /workspace is our own tmpfs: the host's files come in the request
             try:
                 _fill_workspace("/workspace", [(rel, base64.b64decode(b64)) for rel, b64  # noqa: F821
@@ -309,6 +237,8 @@ def main():
         fds = []
         try:
             fds = child_fds(job)
+            # one execution at a time: what we reap is its
+            job.cpu0 = _children_cpu()  # noqa: F821 (_fs_jobs.py)
             pid = os.fork()
         except OSError as e:
             for fd in fds:
@@ -355,7 +285,7 @@ def main():
         os.close(job.setup_fd)
         if job.dir is not None:
             os.close(job.root_fd)
-            _remove(job.dir)
+            _remove(job.dir)  # noqa: F821 (_fs_jobs.py)
         send(ctl_out, {"id": job.id, "error": f"setup failed: {why}"})
 
     def exited(j, status, ru):
@@ -414,7 +344,7 @@ def main():
         if children_path is None:  # no /proc/<pid>/task/<tid>/children: by session
             if pending:  # a child whose pid (= session) is not known yet would be killed
                 return
-            stray_sweep({j.pid for j in jobs.values() if not j.exited})
+            stray_sweep({j.pid for j in jobs.values() if not j.exited})  # noqa: F821 (_fs_jobs.py)
             reap()
             return
         deadline = time.monotonic() + 1.0
@@ -457,6 +387,10 @@ def main():
                "cpu_s": ru.ru_utime + ru.ru_stime, "peak_memory_mib": ru.ru_maxrss / 1024.0,
                "exit_code": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None}
         spoiled = kill_and_reap_all() if exec_mode else None  # nothing may change a file
+        if job.cpu0 is not None:  # exec mode: every process of it is reaped by now, by
+            # us or by one of its own that we reaped (orphans that it never waited for
+            # too, as bwrap's pid 1 reaps them in a cold execution)
+            out["cpu_s"] = max(out["cpu_s"], _children_cpu() - job.cpu0)  # noqa: F821 (_fs_jobs.py)
         setup_error, sent_fd = read_setup(job.setup_fd)  # noqa: F821 (_fs_collect.py)
         root_fd = job.root_fd if job.root_fd >= 0 else sent_fd
         collect = job.req.get("collect")
@@ -479,7 +413,7 @@ def main():
             if strays_possible():
                 kill_strays()
             if job.dir is not None:
-                _remove(job.dir)
+                _remove(job.dir)  # noqa: F821 (_fs_jobs.py)
         if setup_error:  # not the program's doing: a typed error on the host
             send(ctl_out, {"id": job.id, "error": setup_error.decode("utf-8", "replace"),
                            "spoiled": spoiled})

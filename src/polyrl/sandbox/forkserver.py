@@ -57,7 +57,8 @@ once in the server instead of once per execution is most of the fork-server's wi
 
 _SERVER_SRC = "\n".join(Path(__file__).with_name(name).read_text()  # one program, isolation first
                         for name in ("_fs_isolation.py", "_fs_exec_isolation.py", "_fs_child.py",
-                                     "_fs_forker.py", "_fs_collect.py", "_fs_server.py"))
+                                     "_fs_forker.py", "_fs_collect.py", "_fs_jobs.py",
+                                     "_fs_server.py"))
 _HEAD = struct.Struct(">III")  # reply: JSON length, stdout length, stderr length
 _LEN = struct.Struct(">I")  # request: JSON length
 ISOLATIONS = ("landlock", "namespaces")

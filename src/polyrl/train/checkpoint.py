@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from polyrl.errors import CheckpointError, MissingCheckpointError
+
 POINTER = "latest"
 
 
@@ -82,7 +84,8 @@ def save_checkpoint(
             are added under ``"rng"``.
         trainable_only: save only parameters with ``requires_grad`` (LoRA adapters).
         keep_last: older ``step-*`` directories beyond this many are deleted after
-            the pointer moved (0 = keep all).
+            the pointer moved (0 = keep all). Half-written ``.tmp-step-*-<pid>``
+            directories of writers no longer alive (killed mid-write) are deleted too.
 
     Returns:
         the final checkpoint directory.
@@ -116,7 +119,22 @@ def save_checkpoint(
                       key=lambda p: int(p.name.split("-", 1)[1]))
         for old in [p for p in done if p != final][: max(0, len(done) - keep_last)]:
             shutil.rmtree(old, ignore_errors=True)
+    for stale in ckpt_root.glob(".tmp-step-*-*"):  # left by a writer that was killed
+        pid = stale.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
     return final
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def latest_checkpoint(ckpt_root: Path) -> Path | None:
@@ -128,10 +146,24 @@ def latest_checkpoint(ckpt_root: Path) -> Path | None:
     pointer = Path(ckpt_root) / POINTER
     if not pointer.is_file():
         return None
-    target = Path(ckpt_root) / pointer.read_text().strip()
-    if not target.is_dir():
-        raise FileNotFoundError(f"{pointer}: points at missing checkpoint {target.name}")
+    name = pointer.read_text().strip()
+    target = Path(ckpt_root) / name
+    if not name.startswith("step-") or "/" in name or not target.is_dir():
+        raise MissingCheckpointError(f"{pointer}: points at missing checkpoint "
+                                     f"{name or '(empty pointer)'}{_older(ckpt_root, None)}")
     return target
+
+
+def _older(ckpt_root: Path, than: Path | None) -> str:
+    """``"; complete older checkpoints: step-5, step-10 (...)"``, a hint for error messages."""
+    done = sorted((p for p in Path(ckpt_root).glob("step-*") if p.is_dir() and p != than
+                   and p.name.split("-", 1)[1].isdigit()
+                   and all((p / n).is_file() for n in ("model.pt", "optimizer.pt", "state.pt"))),
+                  key=lambda p: int(p.name.split("-", 1)[1]))
+    if not done:
+        return "; no other checkpoint is left"
+    return (f"; complete older checkpoints: {', '.join(p.name for p in done)} (write one of "
+            f"these names into {Path(ckpt_root) / POINTER} to resume from it)")
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -149,8 +181,17 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         path = latest_checkpoint(path)  # type: ignore[assignment]
     missing = [n for n in ("model.pt", "optimizer.pt", "state.pt") if not (path / n).is_file()]
     if missing:
-        raise FileNotFoundError(f"{path}: not a checkpoint (missing {', '.join(missing)})")
+        raise MissingCheckpointError(f"{path}: not a checkpoint (missing {', '.join(missing)})"
+                                     f"{_older(path.parent, path)}")
     load = {"map_location": map_location, "weights_only": False}
-    return {"model": torch.load(path / "model.pt", **load),
-            "optimizer": torch.load(path / "optimizer.pt", **load),
-            "state": torch.load(path / "state.pt", **load)}
+    out: dict[str, Any] = {}
+    for key in ("model", "optimizer", "state"):
+        try:
+            out[key] = torch.load(path / f"{key}.pt", **load)
+        except Exception as e:  # torn/truncated/corrupted: torch raises RuntimeError,
+            # EOFError or an unpickling error depending on where the damage is
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise CheckpointError(f"{path / f'{key}.pt'}: unreadable checkpoint file "
+                                  f"({type(e).__name__}: {first[:160]})"
+                                  f"{_older(path.parent, path)}") from e
+    return out

@@ -1,0 +1,175 @@
+"""A run directory's bookkeeping: creation, ``run_state.json``, its one owner, what a
+resume may change.
+
+``new_run`` creates ``runs/<name>-<UTC timestamp>/`` with the resolved ``config.yaml``
+and a ``run_state.json`` that also keeps that configuration, so a resume can tell an
+edited ``config.yaml`` (``check_resume_config``). A session holds ``run_lock`` for as
+long as it runs: two sessions over one directory would both train and append every
+step twice. SIGTERM (``timeout``, systemd, docker, Slurm) stops a session as Ctrl-C
+does (``signals_interrupt``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from polyrl.config import RunConfig, dump_config
+from polyrl.errors import ConfigError, PolyrlError
+
+STATE_FILE = "run_state.json"
+LOCK_FILE = ".lock"
+RESUME_MAY_CHANGE = ("train.steps", "run.time_budget_s", "run.torch_threads", "run.out_dir",
+                     "model.device", "model.tiny.cache_dir", "model.tiny.warm_start_threads",
+                     "sandbox.workers", "scheduler.workers", "scheduler.backend",
+                     "scheduler.max_attempts")
+"""Config keys a resumed run may change: how long, where and how fast it runs, never
+what it computes (a new learning rate from step 38 on would make ``config.yaml`` lie)."""
+
+
+class RunBusyError(PolyrlError):
+    """Another process is running or resuming this run directory."""
+
+
+def new_run(cfg: RunConfig, run_dir: Path | None = None) -> Path:
+    """Create ``out_dir/<name>-<UTC timestamp>/`` (or ``run_dir``) with the resolved config.
+
+    Raises:
+        FileExistsError: ``run_dir`` already holds a run, or files that are not a run's.
+    """
+    if run_dir is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(cfg.run.out_dir) / f"{cfg.run.name}-{stamp}"
+        suffix = 1
+        while run_dir.exists():
+            suffix += 1
+            run_dir = Path(cfg.run.out_dir) / f"{cfg.run.name}-{stamp}-{suffix}"
+    run_dir = Path(run_dir)
+    if (run_dir / STATE_FILE).exists():
+        raise FileExistsError(f"{run_dir} already holds a run; use `polyrl resume {run_dir}`")
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        # a run writes config.yaml, metrics.jsonl, checkpoints/, state.sqlite into it:
+        # never over (or on top of) files that are not this run's
+        raise FileExistsError(f"{run_dir} exists and is not an empty directory (nor a polyrl "
+                              "run: no run_state.json); give a new or empty --run-dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(dump_config(cfg))
+    write_state(run_dir, {"run_id": run_dir.name, "status": "created", "done": [],
+                          "stages_s": {}, "wall_s": 0.0, "train_s": 0.0,
+                          "config": cfg.model_dump(mode="json")})
+    return run_dir
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    """``run_state.json`` of ``run_dir``.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` is not a polyrl run directory.
+        ConfigError: the file is not a run state (damaged, or edited by hand).
+    """
+    path = Path(run_dir) / STATE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir}: not a polyrl run directory (no {STATE_FILE})")
+    try:
+        state = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(str(path), "", f"not valid JSON ({e}); it is written atomically, "
+                          "so it was changed by hand or the disk is damaged") from None
+    if not isinstance(state, dict) or not isinstance(state.get("done"), list):
+        raise ConfigError(str(path), "done", "missing: not a polyrl run state")
+    return state
+
+
+def write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    """Replace ``run_state.json`` atomically (a crash leaves the old or the new one)."""
+    tmp = Path(run_dir) / (STATE_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(Path(run_dir) / STATE_FILE)
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: d}
+
+
+def check_resume_config(run_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> list[str]:
+    """Compare the run's ``config.yaml`` (``cfg``) with the configuration it began with
+    (kept in ``state``; runs made before it was kept are not checked). Returns the
+    changed keys of ``RESUME_MAY_CHANGE`` (``"key: old -> new"``), and records them as
+    the run's configuration from now on.
+
+    Raises:
+        ConfigError: any other key changed, naming each with its old and new value.
+    """
+    began = state.get("config")
+    if not isinstance(began, dict):
+        return []
+    old, new = _flat(began), _flat(cfg.model_dump(mode="json"))
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    bad = [k for k in changed if k not in RESUME_MAY_CHANGE]
+    if bad:
+        what = "; ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in bad[:6])
+        raise ConfigError(str(Path(run_dir) / "config.yaml"), bad[0],
+                          f"changed since the run began ({what}{'; ...' if len(bad) > 6 else ''}"
+                          "); a resumed run keeps its configuration: restore it, or start a "
+                          f"new run (a resume may change only {', '.join(RESUME_MAY_CHANGE)})")
+    state["config"] = cfg.model_dump(mode="json")
+    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed]
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold an exclusive POSIX lock on ``run_dir/.lock`` while a session runs.
+
+    Two sessions over one run directory would both train and append to
+    ``metrics.jsonl`` (every step twice) and race on the checkpoints. ``lockf`` locks
+    belong to the process: the kernel drops them when it dies (``kill -9`` too), and
+    forked scoring workers do not inherit them.
+
+    Raises:
+        RunBusyError: another live process holds the lock.
+    """
+    fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise RunBusyError(f"{run_dir} is in use by another polyrl process (pid {holder}); "
+                               "wait for it to finish or stop it, then resume") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """While it is held (main thread only), SIGTERM raises KeyboardInterrupt, as Ctrl-C
+    does: the session records ``interrupted`` and stays resumable (before, SIGTERM ended
+    it with status ``running`` and the steps since the last checkpoint lost)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
