@@ -54,6 +54,7 @@ __all__ = ["STAGES", "Hooks", "RunBusyError", "RunInterrupted", "base_model_with
 
 STAGES = ("base_model", "baseline", "train", "post", "report")
 
+
 class Hooks:
     """Progress callbacks of the pipeline (the CLI draws bars; the default is silent)."""
 
@@ -125,12 +126,14 @@ def run_main_job(run_dir: Path, hooks: Hooks | None = None) -> dict[str, Any]:
     Raises:
         RunInterrupted: Ctrl-C or SIGTERM; the state is saved and resumable.
         RunBusyError: another process is running this directory.
+        FileNotFoundError: ``run_dir`` is not a run directory.
         ConfigError: the run's ``config.yaml`` is invalid, names unknown domains, or was
             changed since the run began beyond what a resume may change
             (``rundir.RESUME_MAY_CHANGE``).
     """
     hooks = hooks or Hooks()
     run_dir = Path(run_dir)
+    read_state(run_dir)  # a run directory at all, before its lock file is made in it
     with run_lock(run_dir), signals_interrupt():
         cfg = load_config(run_dir / "config.yaml")
         state = read_state(run_dir)
