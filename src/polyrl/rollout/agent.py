@@ -191,7 +191,10 @@ def run_episode(
         c = policy.generate_turn(task, context, turn, turn_sampling, messages=messages)
         eos_ended = bool(c.token_ids) and tok is not None and c.token_ids[-1] == tok.eos_token_id
         content = tok.decode(c.token_ids, skip_special_tokens=True) if tok and c.token_ids else c.text
-        ep.turns.append(Turn("assistant", content, list(c.token_ids), list(c.logprobs), True))
+        # Logprobs without the matching token ids (a text-only server) would shift
+        # every later entry of ``flat_tokens``: keep them only when they line up.
+        lps = list(c.logprobs) if len(c.logprobs) == len(c.token_ids) else []
+        ep.turns.append(Turn("assistant", content, list(c.token_ids), lps, True))
         context += c.token_ids
         used += len(c.token_ids)
         action = action_parser(c.text) if action_parser else c.text

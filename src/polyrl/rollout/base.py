@@ -15,6 +15,8 @@ the logprobs are under ``log_softmax(logits)``.
 from __future__ import annotations
 
 import abc
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +46,14 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"SamplingParams.temperature must be >= 0, got {self.temperature}")
+        if not 0 <= self.temperature < math.inf:  # NaN sampled unseeded, as if T=1
+            raise ValueError(f"SamplingParams.temperature must be finite and >= 0, "
+                             f"got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, numbers.Integral):
+            raise ValueError(f"SamplingParams.max_tokens must be an int, got {self.max_tokens!r}")
+        object.__setattr__(self, "max_tokens", int(self.max_tokens))  # e.g. numpy ints
         if self.max_tokens < 1:
             raise ValueError(f"SamplingParams.max_tokens must be >= 1, got {self.max_tokens}")
         if isinstance(self.stop, str):

@@ -11,15 +11,21 @@ Token ids come back only from servers that can name them: with
 ``token_ids=True`` the client sends vLLM's ``return_tokens_as_token_ids`` and
 parses ``"token_id:N"`` tokens.
 
-Failures: connection errors, timeouts and HTTP 408/429/5xx are retried in the
-backend (``max_retries`` times, exponential backoff with jitter) and then raised
-as ``PolicyServerError`` (transient: the scheduler retries the job). Other 4xx
-answers are final: ``PromptTooLongError`` when the server says the context is
-exceeded, else ``ConfigError`` (bad model name, bad request).
+Failures: connection errors, timeouts, broken or undecodable answers and HTTP
+408/429/5xx are retried in the backend (``max_retries`` times, exponential
+backoff with jitter, at least the server's ``Retry-After``) and then raised as
+``PolicyServerError`` (transient: the scheduler retries the job); so is an
+answer without a choice, text or valid logprobs, or one the server aborted.
+``timeout_s`` bounds a whole request, body included. Other 4xx answers and
+redirects (never followed: they would drop the body and carry the API key to
+another host) are final: ``PromptTooLongError`` when the server says the context
+is exceeded, else ``ConfigError`` (bad model name, bad request). A server that
+cannot name token ids when ``token_ids=True`` asks for them is a ``ConfigError``.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
@@ -36,6 +42,26 @@ from polyrl.types import Completion, Task
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 """HTTP statuses retried as transient."""
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""Largest answer read; a bigger one is a server fault (``PolicyServerError``)."""
+
+MAX_RETRY_AFTER_S = 60.0
+"""The longest ``Retry-After`` wait honoured (longer ones are cut to this)."""
+
+ABORTED = frozenset({"abort", "error", "cancelled"})
+"""``finish_reason`` values of a generation the server gave up on (vLLM, SGLang)."""
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: urllib would re-send a POST as a bodiless GET, with the
+    ``Authorization`` header, to whatever host ``Location`` names."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 class OpenAIPolicy(Policy):
@@ -74,6 +100,11 @@ class OpenAIPolicy(Policy):
             raise ValueError(f"endpoint must be 'chat' or 'completions', got {endpoint!r}")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_retries < 0 or backoff_s < 0:
+            raise ValueError(f"max_retries and backoff_s must be >= 0, "
+                             f"got {max_retries}, {backoff_s}")
         url = base_url.rstrip("/")
         self.base_url = url if url.endswith("/v1") else url + "/v1"
         self.model = model
@@ -164,6 +195,8 @@ class OpenAIPolicy(Policy):
         return "completions", body
 
     def _run_all(self, requests: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        if not requests:
+            return []
         t0 = time.perf_counter()
         if len(requests) == 1:
             out = [self._post(*requests[0])]
@@ -181,25 +214,57 @@ class OpenAIPolicy(Policy):
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         last = ""
+        wait_at_least = 0.0  # the server's Retry-After
         for attempt in range(self.max_retries + 1):
             if attempt:
                 self.retries += 1
                 delay = self.backoff_s * 2 ** (attempt - 1)
-                time.sleep(delay / 2 + random.uniform(0, delay / 2))
+                time.sleep(max(wait_at_least, delay / 2 + random.uniform(0, delay / 2)))
+            wait_at_least = 0.0
             req = urllib.request.Request(url, data=data, headers=headers, method="POST")
             try:
-                with self._slots, urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                    return json.loads(resp.read().decode())
+                with self._slots:
+                    raw = self._read(req)
+                return json.loads(raw.decode("utf-8"))
             except urllib.error.HTTPError as e:
-                detail = e.read().decode(errors="replace")[:500]
+                try:
+                    detail = e.read(2000).decode(errors="replace")[:500]
+                except (OSError, http.client.HTTPException):
+                    detail = ""
+                if 300 <= e.code < 400:
+                    detail = f"redirect to {e.headers.get('Location')!r} (not followed) {detail}"
                 if e.code not in RETRY_STATUS:
                     raise _final_error(url, e.code, detail) from e
+                wait_at_least = _retry_after(e.headers.get("Retry-After"))
                 last = f"HTTP {e.code}: {detail}"
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+                # OSError covers ConnectionError and TimeoutError; HTTPException
+                # covers IncompleteRead (the server died mid-body) and bad status lines.
                 last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-            except json.JSONDecodeError as e:
-                last = f"answer is not JSON: {e}"
+            except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+                last = f"answer is not JSON: {type(e).__name__}: {str(e)[:200]}"
         raise PolicyServerError(f"{url}: failed after {self.max_retries + 1} attempts: {last}")
+
+    def _read(self, req: urllib.request.Request) -> bytes:
+        """The answer's body; ``timeout_s`` bounds the whole request (a server that
+        drips bytes times out too), and at most ``MAX_BODY_BYTES`` are read."""
+        deadline = time.monotonic() + self.timeout_s
+        with _OPENER.open(req, timeout=self.timeout_s) as resp:
+            chunks, size = [], 0
+            while True:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"timed out: no complete answer in {self.timeout_s} s")
+                chunk = resp.read1(65536)
+                if not chunk:
+                    body = b"".join(chunks)
+                    if resp.length:  # read1 ends quietly short of Content-Length
+                        raise http.client.IncompleteRead(body, resp.length)
+                    return body
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise PolicyServerError(
+                        f"{req.full_url}: answer larger than {MAX_BODY_BYTES} bytes")
+                chunks.append(chunk)
 
     # ------------------------------------------------------------------- answers
     def _completion(self, res: dict[str, Any], sampling: SamplingParams) -> Completion:
@@ -207,10 +272,23 @@ class OpenAIPolicy(Policy):
             choice = res["choices"][0]
         except (KeyError, IndexError, TypeError) as e:
             raise PolicyServerError(f"{self.base_url}: answer has no choices: {res!r:.200}") from e
-        text = choice.get("message", {}).get("content") if "message" in choice else choice.get("text")
-        tokens, lps = _logprobs(choice.get("logprobs"))
-        ids = _token_ids(tokens) if self.token_ids else []
-        reason = choice.get("finish_reason") or "stop"
+        try:
+            text = choice["message"]["content"] if "message" in choice else choice["text"]
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"text is {type(text).__name__}")
+            tokens, lps = _logprobs(choice.get("logprobs"))
+            ids = _token_ids(tokens) if self.token_ids else []
+            reason = choice.get("finish_reason") or "stop"
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+            raise PolicyServerError(f"{self.base_url}: malformed answer ({type(e).__name__}: "
+                                    f"{e}): {res!r:.200}") from e
+        if reason in ABORTED:
+            raise PolicyServerError(f"{self.base_url}: the server aborted the generation "
+                                    f"(finish_reason {reason!r})")
+        if self.token_ids and text and not ids:
+            raise ConfigError("<cli>", "--policy", f"{self.base_url} returned no token ids; "
+                              "token_ids=True needs a server with vLLM's "
+                              "return_tokens_as_token_ids")
         return Completion(
             task_id="", text=text or "", token_ids=ids, logprobs=lps,
             finish_reason="length" if reason == "length" else "stop", policy_version=self.version,
@@ -218,24 +296,43 @@ class OpenAIPolicy(Policy):
 
 
 def _logprobs(lp: Any) -> tuple[list[str], list[float]]:
-    """(tokens, logprobs) from a chat (``content: [...]``) or legacy logprobs object."""
+    """(tokens, logprobs) from a chat (``content: [...]``) or legacy logprobs object.
+
+    Raises KeyError/TypeError/ValueError on a malformed object. A ``None`` logprob
+    (no value for that token) drops them all: never a made-up 0.0 (probability 1).
+    """
     if not isinstance(lp, dict):
         return [], []
     if isinstance(lp.get("content"), list):
         items = lp["content"]
-        return [str(x.get("token", "")) for x in items], [float(x["logprob"]) for x in items]
-    tokens, values = lp.get("tokens") or [], lp.get("token_logprobs") or []
-    return [str(t) for t in tokens], [float(v) if v is not None else 0.0 for v in values]
+        tokens, values = [str(x.get("token", "")) for x in items], [x["logprob"] for x in items]
+    else:
+        tokens, values = lp.get("tokens") or [], lp.get("token_logprobs") or []
+        tokens = [str(t) for t in tokens]
+    if any(v is None for v in values):
+        return tokens, []
+    return tokens, [float(v) for v in values]
 
 
 def _token_ids(tokens: list[str]) -> list[int]:
-    """Ids from vLLM's ``token_id:N`` tokens; empty when any token is not in that form."""
+    """Ids from vLLM's ``token_id:N`` tokens; empty when any token is not in that form
+    (ValueError when one is, with no integer after the colon)."""
     ids = []
     for t in tokens:
         if not t.startswith("token_id:"):
             return []
         ids.append(int(t.split(":", 1)[1]))
     return ids
+
+
+def _retry_after(value: str | None) -> float:
+    """Seconds a ``Retry-After`` header asks to wait (0 when absent or an HTTP date),
+    at most ``MAX_RETRY_AFTER_S``."""
+    try:
+        secs = float(value) if value else 0.0
+    except ValueError:
+        return 0.0
+    return min(max(secs, 0.0), MAX_RETRY_AFTER_S) if secs == secs else 0.0
 
 
 def _final_error(url: str, status: int, detail: str) -> Exception:
