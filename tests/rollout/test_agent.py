@@ -115,3 +115,17 @@ def test_episode_seed_per_sample(hf_policy: HFPolicy) -> None:
                         sampling=sp, sample_index=j) for j in (0, 0, 1)]
     flat = [r.flat_tokens()[0] for r in runs]
     assert flat[0] == flat[1] and flat[0] != flat[2]
+
+
+def test_an_episode_that_fills_the_models_context_ends_instead_of_raising(
+        hf_policy: HFPolicy) -> None:
+    """Observations that grow the context past the model's window raised
+    PromptTooLongError at the next turn, and the whole episode was dropped."""
+    window = hf_policy.context_tokens
+    assert window > 0
+    ep = run_episode(hf_policy, ShellEnv(obs_len=window // 3), make_task(3), max_turns=50,
+                     max_tokens_per_turn=4, max_total_tokens=10 * window,
+                     observation_max_chars=10 * window, sampling=SamplingParams(seed=1))
+    assert ep.truncated and ep.info["end"] == "token_budget", ep.info
+    assert len(ep.prompt_token_ids) + len(ep.flat_tokens()[0]) <= window
+    assert sum(t.trainable for t in ep.turns) >= 2

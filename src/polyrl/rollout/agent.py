@@ -150,7 +150,10 @@ def run_episode(
 
     Args:
         max_turns: model turns at most; max_tokens_per_turn: sampled tokens per turn;
-        max_total_tokens: tokens after the prompt (model + environment turns);
+        max_total_tokens: tokens after the prompt (model + environment turns); the
+            policy's own context (``context_tokens``, where it has one) bounds the
+            episode too: one that fills it ends as ``"token_budget"`` (only a prompt
+            that does not fit at all raises ``PromptTooLongError``);
         observation_max_chars: observations are cut to this many characters;
         sampling: temperature/top_p/stop/seed (``max_tokens`` is set per turn; a seed
             is offset by ``sample_index`` and turn, so group samples differ);
@@ -179,8 +182,11 @@ def run_episode(
     calls: list[dict[str, Any] | None] = []
     used = 0
     end = "turn_budget"
+    window = int(getattr(policy, "context_tokens", 0) or 0)  # the model's context, if known
     for turn in range(max_turns):
         room = min(max_tokens_per_turn, max_total_tokens - used)
+        if window and turn:  # an episode that fills the model's context ends, as out of
+            room = min(room, window - len(context))  # tokens (it raised and was dropped)
         if room <= 0:
             end = "token_budget"
             break
@@ -216,7 +222,8 @@ def run_episode(
                    "content": truncate_observation(str(obs), observation_max_chars)}
         env_ids = env_turn_ids(tok, messages, content, eos_ended, obs_msg) if tok else []
         messages += [{"role": "assistant", "content": content}, obs_msg]
-        if used + len(env_ids) >= max_total_tokens:
+        if used + len(env_ids) >= max_total_tokens or \
+                (window and len(context) + len(env_ids) >= window):
             end = "token_budget"
             break
         ep.turns.append(Turn(obs_msg["role"], obs_msg["content"], env_ids, [], False))
