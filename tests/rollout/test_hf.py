@@ -78,6 +78,23 @@ def test_prefix_reuse_prefills_once(hf_policy: HFPolicy) -> None:
     assert naive.stats.prompt_tokens == 4 * reuse.stats.prompt_tokens > 0
 
 
+def test_a_group_larger_than_max_batch_is_decoded_in_batches(hf_policy: HFPolicy) -> None:
+    """With prefix reuse, n > max_batch decoded all n rows at once (past max_batch, the
+    memory bound on a GPU). Now the group's prompt is prefilled once per batch."""
+    small = HFPolicy(hf_policy.model, hf_policy.tokenizer, prefix_reuse=True, max_batch=2)
+    rows: list[int] = []
+    decode = small._decode
+    small._decode = lambda prompts, repeats, *a: rows.append(len(prompts) * repeats) or \
+        decode(prompts, repeats, *a)
+    tasks = [make_task(1), make_task(6)]
+    out = small.generate(tasks, 5, SamplingParams(temperature=0, max_tokens=4))
+    assert rows and max(rows) <= 2 and sum(rows) == 10
+    assert [c.sample_index for c in out] == [0, 1, 2, 3, 4] * 2
+    greedy = hf_policy.generate(tasks, 1, SamplingParams(temperature=0, max_tokens=4))
+    assert [c.token_ids for c in out] == [greedy[0].token_ids] * 5 + [greedy[1].token_ids] * 5
+    assert small.stats.prompt_tokens == 3 * sum(len(c.prompt_token_ids) for c in greedy)
+
+
 def test_eos_ends_and_is_kept(hf_policy: HFPolicy) -> None:
     model, tok = hf_policy.model, hf_policy.tokenizer
     with torch.no_grad():

@@ -42,7 +42,8 @@ class HFPolicy(Policy):
         device: where inputs go; "auto" = the model's device. The model is not moved
             unless a device other than "auto" is given.
         prefix_reuse: prefill each prompt once per group and share its KV cache.
-        max_batch: most rows (sequences) decoded in one batch.
+        max_batch: most rows (sequences) decoded in one batch (with prefix reuse, a
+            group of more samples is decoded in several, its prompt prefilled in each).
         draft_model: optional smaller model for speculative decoding.
         num_draft_tokens: tokens the draft proposes per verification step.
         kv_cache: ``"dynamic"`` (full precision) or ``"quantized"`` (8-bit keys/values).
@@ -165,6 +166,16 @@ class HFPolicy(Policy):
             with torch.inference_mode():
                 if self.draft_model is not None:
                     rows = self._speculative(prompt_token_ids, n, sampling, max_new, gen)
+                elif self.prefix_reuse and n > self.max_batch:
+                    # a group larger than a batch (it decoded all n rows at once, past
+                    # max_batch): its prompt is prefilled once per batch of its samples
+                    for i in order:
+                        for j0 in range(0, n, self.max_batch):
+                            got = self._decode([prompt_token_ids[i]], min(self.max_batch,
+                                                                          n - j0), sampling,
+                                               [max_new[i]], gen)
+                            for k, row in enumerate(got):
+                                rows[(i, j0 + k)] = row
                 elif self.prefix_reuse:
                     for s in range(0, len(order), per_chunk):
                         chunk = order[s : s + per_chunk]
@@ -238,7 +249,8 @@ class HFPolicy(Policy):
         s.prompts += len(prompts)
         s.completions += len(out)
         reuse = self.prefix_reuse and self.draft_model is None
-        s.prompt_tokens += sum(len(p) for p in prompts) * (1 if reuse else n)
+        prefills = -(-n // self.max_batch) if reuse else n  # once per batch of a group
+        s.prompt_tokens += sum(len(p) for p in prompts) * prefills
         s.completion_tokens += sum(len(c.token_ids) for c in out)
         s.generate_s += secs
 
