@@ -59,6 +59,10 @@ _SERVER_SRC = "\n".join(Path(__file__).with_name(name).read_text()  # one progra
                         for name in ("_fs_isolation.py", "_fs_exec_isolation.py", "_fs_child.py",
                                      "_fs_forker.py", "_fs_collect.py", "_fs_jobs.py",
                                      "_fs_server.py"))
+# ``python -c SOURCE`` keeps the parser's AST of SOURCE (~4 MiB for the server) alive
+# until SOURCE's module code returns, i.e. for the server's lifetime, and every fork
+# copies (and every child's exit unmaps) its pages. ``compile()`` frees it on return.
+_BOOT = "import sys; exec(compile(sys.argv.pop(1), '<fork-server>', 'exec'))"
 _HEAD = struct.Struct(">III")  # reply: JSON length, stdout length, stderr length
 _LEN = struct.Struct(">I")  # request: JSON length
 ISOLATIONS = ("landlock", "namespaces")
@@ -120,7 +124,7 @@ class _Server:
             flt = seccomp_filter.deny_filter()
             cfg = {**cfg, "seccomp": base64.b64encode(flt).decode() if flt else None}
             prep = bwrap_backend.prepare(
-                [python, "-c", _SERVER_SRC, json.dumps(cfg)], server_lim,
+                [python, "-c", _BOOT, _SERVER_SRC, json.dumps(cfg)], server_lim,
                 workspace_path, slot=slot, python=python, seccomp=False, nofile=nofile)
         except BaseException:
             self._release()
