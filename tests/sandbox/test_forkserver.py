@@ -603,3 +603,61 @@ def test_children_do_not_inherit_the_servers_parse_tree():
     fresh_mib = float(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                      text=True, check=True).stdout)
     assert child_mib < fresh_mib - 1, (child_mib, fresh_mib)
+
+
+def _has_landlock() -> bool:
+    import ctypes
+
+    return ctypes.CDLL(None).syscall(444, None, 0, 1) >= 1
+
+
+_MANY_FILES = """
+import os, time
+os.mkdir("d")
+t, n = time.monotonic(), 0
+while time.monotonic() - t < 3.0:
+    for _ in range(500):
+        os.close(os.open(f"d/{n}", os.O_CREAT | os.O_WRONLY)); n += 1
+print(n)
+"""
+
+
+def test_landlock_a_neighbour_that_ends_in_time_never_reads_as_timed_out():
+    """Under ``landlock`` a program's job directory is removed after it; one that left
+    ~10^5-10^6 empty files (no inode cap on the server's /tmp) made the server remove
+    them in its loop for seconds: a neighbour that ended in time was then read after its
+    deadline, as ``timeout_s`` with the server's delay as its ``wall_s`` (measured:
+    a 1 s program, limit_hit="timeout_s", wall_s=8.3)."""
+    if not _has_landlock():
+        pytest.skip("this kernel has no Landlock")
+    with ForkServer(preload=[], workers=2, isolation="landlock",
+                    limits=Limits(timeout_s=10, max_pids=16)) as fs:
+        out: dict = {}
+        t = threading.Thread(target=lambda: out.setdefault("a", fs.run_python(_MANY_FILES)))
+        t.start()
+        victim = fs.run_python("import time; time.sleep(3.3); print('done')",
+                               limits=Limits(timeout_s=4.0, max_pids=16))
+        t.join()
+    assert out["a"].exit_code == 0 and int(out["a"].stdout) > 1000, out["a"]
+    assert victim.stdout == "done\n" and victim.exit_code == 0
+    assert victim.limit_hit is None and victim.wall_s < 4.0, victim
+
+
+def test_landlock_what_one_execution_leaves_in_dev_shm_reaches_no_later_one():
+    """Under ``landlock`` ``/dev/shm`` is the server's, shared: files one execution left
+    there were read by every later one, and a full one failed every later semaphore
+    (ENOSPC, read as ``limit_hit="max_file_mib"``) for the server's lifetime."""
+    if not _has_landlock():
+        pytest.skip("this kernel has no Landlock")
+    fill = ("import os\nopen('/dev/shm/left', 'w').write('secret')\ni = 0\ntry:\n"
+            "    while True:\n        open(f'/dev/shm/f{i}', 'wb').write(b'x' * (8 << 20)); i += 1\n"
+            "except OSError as e:\n    print(e.errno)")
+    later = ("import os, multiprocessing\nmultiprocessing.Lock()\n"
+             "open('/dev/shm/mine', 'wb').write(b'y' * 100000)\n"
+             "print(sorted(os.listdir('/dev/shm')))")
+    with ForkServer(preload=[], workers=2, isolation="landlock",
+                    limits=Limits(max_file_mib=16)) as fs:
+        assert fs.run_python(fill).stdout == "28\n"  # ENOSPC: /dev/shm is full
+        for _ in range(2):
+            res = fs.run_python(later)
+            assert res.exit_code == 0 and res.stdout == "['mine']\n", res.stderr[-500:]

@@ -140,7 +140,11 @@ Limitations (real hazards, read before trusting a verdict):
   (with the sandbox's one, an execution opened a neighbour's pty, read what its test
   typed and wrote a forged answer). The ``landlock`` fallback (no mount namespace)
   shares ``/tmp``'s space, ``/dev/shm`` and ``/dev/pts`` (the others' ptys), and lets
-  the others reach unix sockets by path and chmod files. Use
+  the others reach unix sockets by path and chmod files; what an execution leaves in
+  ``/dev/shm`` is removed before any later one starts (new executions wait for the
+  running ones to end, then for it), and what it leaves in its job directory is removed
+  by a thread of the server, off its loop (in the loop, ~10^6 empty files left there
+  stopped it for seconds: a neighbour that ended in time read as ``timeout_s``). Use
   ``Sandbox.run`` (a sandbox per concurrent execution) where programs run networking
   code and may be hostile to each other, e.g. samples of one group whose rewards are
   compared. Children inherit the server's already-imported modules (``sys.modules``),

@@ -19,8 +19,10 @@ any other.
 Messages on the SOCK_SEQPACKET socket. Server -> forker: ``>i`` token + fds
 ``[request memfd, stdin, stdout w, stderr w, setup w]`` (+ the job directory's
 ``O_PATH`` fd under ``landlock``). Forker -> server: ``b"P" + =ii (pid, token)`` when
-forked, ``b"E" + =i token + message`` when the fork failed, ``b"X" + =iiddq (pid,
-status, utime s, stime s, maxrss KiB)`` when a child was reaped. With a pid namespace
+forked, ``b"E" + =i token + message`` when the fork failed, ``b"X" + =iiddqd (pid,
+status, utime s, stime s, maxrss KiB, monotonic time of the reap)`` when a child was
+reaped (the time: the server may be busy when it reads the report, and an execution
+that ended before its deadline must never read as timed out). With a pid namespace
 per execution, pids as this sandbox's ``/proc`` numbers them (the forker's own differ).
 """
 
@@ -34,6 +36,7 @@ import select
 import signal
 import socket
 import struct
+import time
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
@@ -41,7 +44,7 @@ _SYS_CLOSE_RANGE = 436
 
 _ASK = struct.Struct("=i")
 _PID = struct.Struct("=ii")
-_EXIT = struct.Struct("=iiddq")
+_EXIT = struct.Struct("=iiddqd")
 
 
 def forker_main(sock, iso):
@@ -81,12 +84,13 @@ def forker_main(sock, iso):
                 except OSError:
                     pass
                 _, status, ru = os.wait4(pid, 0)
+                end = time.monotonic()
                 outer, init = shown.pop(pid, (pid, -1))
                 if init > 0:  # from outside its namespace: always delivered
                     os.kill(init, signal.SIGKILL)
                     os.waitpid(init, 0)  # the kernel has killed and reaped the namespace
                 sock.send(b"X" + _EXIT.pack(outer, status, ru.ru_utime, ru.ru_stime,
-                                            ru.ru_maxrss))
+                                            ru.ru_maxrss, end))
                 continue
             msg, fds, _flags, _addr = socket.recv_fds(sock, 64, 8)
             if not msg:
@@ -199,7 +203,7 @@ def ask_forker(sock, token, req, fds):
 
 def read_forker(sock):
     """The forker's pending reports: ``[(kind, fields)]``, kind ``"P"``: ``(pid, token)``,
-    ``"E"``: ``(token, message)``, ``"X"``: ``(pid, status, ForkerUsage)``; None once the
+    ``"E"``: ``(token, message)``, ``"X"``: ``(pid, status, ForkerUsage, end)``; None once the
     forker is gone (its socket closed)."""
     out = []
     while True:
@@ -215,5 +219,5 @@ def read_forker(sock):
         elif kind == b"E":
             out.append(("E", (_ASK.unpack(msg[1:5])[0], msg[5:].decode("utf-8", "replace"))))
         elif kind == b"X":
-            pid, status, ut, st, mx = _EXIT.unpack(msg[1:1 + _EXIT.size])
-            out.append(("X", (pid, status, ForkerUsage(ut, st, mx))))
+            pid, status, ut, st, mx, end = _EXIT.unpack(msg[1:1 + _EXIT.size])
+            out.append(("X", (pid, status, ForkerUsage(ut, st, mx), end)))

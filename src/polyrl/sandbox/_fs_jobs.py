@@ -20,7 +20,7 @@ class Job:
 
     __slots__ = ("req", "id", "t0", "deadline", "kill_at", "killed_for", "exited",
                  "status", "ru", "out", "err", "out_fd", "err_fd", "trunc_out", "trunc_err",
-                 "open", "pid", "pidfd", "dir", "limit", "setup_fd", "root_fd", "cpu0")
+                 "open", "pid", "pidfd", "dir", "limit", "setup_fd", "root_fd", "cpu0", "end")
 
     def __init__(self, req, jobdir):
         self.req = req
@@ -43,6 +43,7 @@ class Job:
         self.setup_fd = -1
         self.root_fd = -1  # O_PATH fd of its workspace, to collect from
         self.cpu0 = None  # exec mode: our children's CPU seconds before its fork
+        self.end = None  # monotonic time its main process was reaped
 
 
 def stray_sweep(active_sids):
@@ -79,6 +80,33 @@ def _children_cpu():
 def _children_file():
     path = f"/proc/self/task/{os.getpid()}/children"
     return path if os.path.exists(path) else None
+
+
+def _remove_if_empty(jobdir):
+    """Remove ``jobdir`` when the program left nothing in it (the usual case, cheap
+    enough for the server's loop); False when it did."""
+    try:
+        os.rmdir(jobdir + "/w")
+        os.rmdir(jobdir + "/t")
+        os.rmdir(jobdir)
+    except OSError:
+        return False
+    return True
+
+
+def _cleaner(todo, done_w):
+    """The server's cleaner thread: run each ``(func, path)`` of ``todo`` (a job
+    directory or ``/dev/shm`` to empty), one byte on ``done_w`` after each. A program may
+    leave millions of files there (bwrap's tmpfs has no inode cap): removing them in the
+    server's loop stopped it for seconds, and every running execution's deadline, output
+    and reply with it (an execution that had ended in time read as timed out)."""
+    while True:
+        func, path = todo.get()
+        try:
+            func(path)
+        except BaseException:  # what is left stays; the server must go on
+            pass
+        os.write(done_w, b"x")
 
 
 def _remove(jobdir):

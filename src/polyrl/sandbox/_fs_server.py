@@ -149,6 +149,28 @@ def main():
         handlers[fk_sock.fileno()] = ("forker", None)
         ep.register(fk_sock.fileno(), select.EPOLLIN)
     pending = {}  # token -> job asked of the forker, its pid not reported yet
+    # what programs leave behind (landlock: their job directories, the shared /dev/shm)
+    # is removed by a thread of ours (``_cleaner``), never in this loop; while removals
+    # are pending no new execution starts (it gets the space back as before), and the
+    # running ones are served on time
+    cleaning = 0
+    shm_dirty = False  # landlock: an execution left files in the shared /dev/shm
+    clean_todo = None
+
+    def clean_later(func, path):
+        nonlocal cleaning, clean_todo
+        if clean_todo is None:  # never in exec mode (it forks its children itself)
+            import queue as queue_mod
+            import threading
+
+            clean_todo = queue_mod.SimpleQueue()
+            done_r, done_w = os.pipe2(os.O_CLOEXEC)
+            handlers[done_r] = ("cleaned", None)
+            ep.register(done_r, select.EPOLLIN)
+            threading.Thread(target=_cleaner, args=(clean_todo, done_w),  # noqa: F821
+                             daemon=True).start()
+        cleaning += 1
+        clean_todo.put((func, path))
     inbuf = bytearray()
     jobs = {}
     by_pid = {}
@@ -291,9 +313,10 @@ def main():
             _remove(job.dir)  # noqa: F821 (_fs_jobs.py)
         send(ctl_out, {"id": job.id, "error": f"setup failed: {why}"})
 
-    def exited(j, status, ru):
+    def exited(j, status, ru, end=None):
         if not j.exited:
             j.status, j.ru, j.exited = status, ru, True
+            j.end = time.monotonic() if end is None else end
             kill(j, signal.SIGKILL)  # background children of the execution
             j.kill_at = time.monotonic() + 0.05
 
@@ -380,13 +403,19 @@ def main():
         return any(int(k) not in by_pid and int(k) != fk_pid for k in kids)
 
     def finish(job):
+        nonlocal shm_dirty
         del jobs[job.id]
         by_pid.pop(job.pid, None)
         ru = job.ru
         rc = os.waitstatus_to_exitcode(job.status)
+        end = job.end if job.end is not None else time.monotonic()
+        if job.killed_for == "timeout_s" and end < job.deadline:
+            # it ended on its own before its deadline, and we saw it late (busy with
+            # another execution's end): no timeout, whatever the order we read them in
+            job.killed_for = None
         out = {"id": job.id, "killed_for": job.killed_for,
                "stdout_truncated": job.trunc_out, "stderr_truncated": job.trunc_err,
-               "wall_s": time.monotonic() - job.t0,
+               "wall_s": end - job.t0,
                "cpu_s": ru.ru_utime + ru.ru_stime, "peak_memory_mib": ru.ru_maxrss / 1024.0,
                "exit_code": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None}
         spoiled = kill_and_reap_all() if exec_mode else None  # nothing may change a file
@@ -415,8 +444,15 @@ def main():
         else:
             if strays_possible():
                 kill_strays()
-            if job.dir is not None:
-                _remove(job.dir)  # noqa: F821 (_fs_jobs.py)
+            if job.dir is not None and not _remove_if_empty(job.dir):  # noqa: F821
+                clean_later(_remove, job.dir)  # noqa: F821 (_fs_jobs.py)
+            if iso.kind == "landlock" and not shm_dirty:
+                # shared by every execution: what one leaves there must not reach a later
+                # one (its data, or a full /dev/shm failing every later semaphore)
+                try:
+                    shm_dirty = bool(os.listdir("/dev/shm"))
+                except OSError:
+                    pass
         if setup_error:  # not the program's doing: a typed error on the host
             send(ctl_out, {"id": job.id, "error": setup_error.decode("utf-8", "replace"),
                            "spoiled": spoiled})
@@ -440,7 +476,10 @@ def main():
                 exited(j, status, ru)
 
     while ctl_open or jobs or queue:
-        while queue and len(jobs) < workers:
+        if shm_dirty and not jobs and not cleaning:  # the running ones are done
+            shm_dirty = False
+            clean_later(_empty, "/dev/shm")  # noqa: F821 (_fs_exec_isolation.py)
+        while queue and len(jobs) < workers and not cleaning and not shm_dirty:
             start(queue.popleft())
         now = time.monotonic()
         timeout = 1.0
@@ -492,12 +531,14 @@ def main():
                     elif what == "E":
                         abandon(pending.pop(fields[0]), fields[1])
                     else:
-                        pid, status, ru = fields
+                        pid, status, ru, end = fields
                         if pid in by_pid:
-                            exited(by_pid[pid], status, ru)
+                            exited(by_pid[pid], status, ru, end)
                 if not reaped:  # orphans of finished executions
                     reap()
                     reaped = True
+            elif kind == "cleaned":
+                cleaning -= len(os.read(fd, 4096))
             elif kind == "exit":
                 ep.unregister(fd)
                 del handlers[fd]
