@@ -661,3 +661,22 @@ def test_landlock_what_one_execution_leaves_in_dev_shm_reaches_no_later_one():
         for _ in range(2):
             res = fs.run_python(later)
             assert res.exit_code == 0 and res.stdout == "['mine']\n", res.stderr[-500:]
+
+
+def test_children_isolate_ahead_but_only_workers_programs_run_at_once():
+    """The server forks up to ``workers`` children beyond the running ones, which isolate
+    themselves and wait at their gate: at no moment do more than ``workers`` programs
+    run, and each one's wall time starts at its release."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = ("import time; t0 = time.time(); s = time.process_time()\n"
+            "while time.process_time() - s < 0.15: pass\n"
+            "print(t0, time.time())")
+    with ForkServer(preload=[], workers=2) as server:
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: server.run_python(code), range(8)))
+    assert all(r.exit_code == 0 for r in results), [r.stderr for r in results]
+    spans = [tuple(map(float, r.stdout.split())) for r in results]
+    for start, _ in spans:  # programs running at each start (its own included)
+        assert sum(a <= start < b for a, b in spans) <= 2, spans
+    assert all(r.wall_s < 1.0 for r in results)

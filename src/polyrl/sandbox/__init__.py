@@ -117,7 +117,9 @@ Limitations (real hazards, read before trusting a verdict):
 - Wall time starts when the program is released, after the sandbox is set up; waiting
   for admission (at most ``available_cpus()`` executions run at once per process,
   ``Sandbox(max_concurrency=...)``) is not counted. Setup of the next sandboxes overlaps
-  running programs. Admission is per Python process, not per host.
+  running programs. Admission is per Python process, not per host. The fork-server
+  likewise forks and isolates up to ``workers`` children ahead of their turn; they wait
+  at a gate until one of its ``workers`` slots is free.
 - Fork-server executions running at the same time share one bwrap sandbox: its pid
   and network namespaces. With the default ``namespaces`` isolation each child has its
   own user, mount and IPC namespace (exact ``max_pids``; private ``/workspace``,

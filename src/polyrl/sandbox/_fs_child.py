@@ -110,6 +110,14 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     # the server tells an execution's processes from what finished ones left
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     _set_rlimits(req["rlimits"], setup_w)
+    # isolated: wait until the server releases the program (it runs `workers` at once);
+    # end of file: the server is gone
+    try:
+        go = os.read(setup_w, 1)
+    except OSError:
+        go = b""
+    if go != b"G":
+        os._exit(121)
     _close_fds_from_3()  # control pipes, setup sockets, other executions' pipes, pidfds
     # signals, sys.argv, sys.path[0] and $TMPDIR/$HOME were set by the server for us
     code = 0

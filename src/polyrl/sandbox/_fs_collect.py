@@ -24,8 +24,8 @@ def read_setup(fd):
         while len(data) < 4096:
             try:
                 msg, fds, _flags, _addr = socket.recv_fds(sock, 4096, 1)
-            except BlockingIOError:
-                break
+            except (BlockingIOError, ConnectionResetError):  # reset: it left our go byte
+                break  # unread (it failed before its gate); what it sent came first
             for extra in fds:
                 if root_fd < 0 and msg[:1] == b"W":
                     root_fd, msg = extra, msg[1:]

@@ -12,6 +12,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import time
 
 
@@ -20,7 +21,8 @@ class Job:
 
     __slots__ = ("req", "id", "t0", "deadline", "kill_at", "killed_for", "exited",
                  "status", "ru", "out", "err", "out_fd", "err_fd", "trunc_out", "trunc_err",
-                 "open", "pid", "pidfd", "dir", "limit", "setup_fd", "root_fd", "cpu0", "end")
+                 "open", "pid", "pidfd", "dir", "limit", "setup_fd", "root_fd", "cpu0", "end",
+                 "released")
 
     def __init__(self, req, jobdir):
         self.req = req
@@ -44,6 +46,23 @@ class Job:
         self.root_fd = -1  # O_PATH fd of its workspace, to collect from
         self.cpu0 = None  # exec mode: our children's CPU seconds before its fork
         self.end = None  # monotonic time its main process was reaped
+        self.released = False  # its program may run: its wall clock runs (``release``)
+
+    def release(self, gate):
+        """Let the program run; its wall time and deadline count from now. ``gate``: a
+        forked child waits at its gate, once isolated, for the ``G`` byte on its setup
+        socket (exec mode has none)."""
+        self.released = True
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + self.req["timeout_s"]
+        if gate and self.setup_fd >= 0:
+            sock = socket.socket(fileno=self.setup_fd)
+            try:  # (SIGPIPE is fatal here: the default that children inherit)
+                sock.send(b"G", socket.MSG_NOSIGNAL)
+            except OSError:  # the child is gone: its exit is reported all the same
+                pass
+            finally:
+                sock.detach()
 
 
 def stray_sweep(active_sids):

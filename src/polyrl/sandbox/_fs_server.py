@@ -6,9 +6,12 @@ child with its own session, isolation, rlimits, stdin and output pipes, a setup 
 and a fresh workspace (``namespaces``: a tmpfs of its own at ``/workspace``, filled and
 sent back as an fd for ``collect`` by the child; ``landlock``: a job directory
 ``ROOT/<n>/w`` = cwd, ``ROOT/<n>/t`` = TMPDIR and HOME), runs the code like
-``python -c`` and reaps it. At most ``workers`` children run at once; further requests
-wait in a FIFO queue (the host keeps the next one ready). Output is pumped
-incrementally, the wall limit enforced, strays killed.
+``python -c`` and reaps it. At most ``workers`` programs run at once; up to ``workers``
+more children are forked ahead and isolate themselves meanwhile, then wait at their gate
+(a ``G`` byte on their setup socket) until released, first come first released (their
+wall time counts from then); further requests wait in a FIFO queue (the host keeps the
+next ones ready). Output is pumped incrementally, the wall limit enforced, strays
+killed.
 
 Isolation of a child (chosen at start by a self-test, reported in the hello; see
 ``Isolation`` in ``_fs_isolation.py``): ``namespaces`` (default): its own user
@@ -476,14 +479,27 @@ def main():
                 exited(j, status, ru)
 
     while ctl_open or jobs or queue:
-        if shm_dirty and not jobs and not cleaning:  # the running ones are done
+        if shm_dirty and not cleaning and not any(j.released for j in jobs.values()):
+            # the programs that ran beside it are done (staged ones have not run yet)
             shm_dirty = False
             clean_later(_empty, "/dev/shm")  # noqa: F821 (_fs_exec_isolation.py)
-        while queue and len(jobs) < workers and not cleaning and not shm_dirty:
+        # at most `workers` programs run at once; as many more children are forked and
+        # isolate themselves meanwhile, then wait at their gate until released (none while
+        # what a program left is removed: the next one finds the place clean)
+        while queue and len(jobs) < (workers if exec_mode else 2 * workers):
             start(queue.popleft())
+        running = sum(j.released and not j.exited for j in jobs.values())
+        for job in jobs.values():  # first come, first released
+            if running >= workers or cleaning or shm_dirty:
+                break
+            if not job.released and not job.exited:
+                job.release(not exec_mode)
+                running += 1
         now = time.monotonic()
         timeout = 1.0
         for job in jobs.values():
+            if not job.released:
+                continue
             if job.killed_for is None and not job.exited and now >= job.deadline:
                 job.killed_for = "timeout_s"
                 kill(job, signal.SIGTERM)
