@@ -442,7 +442,9 @@ class ForkServer:
         lim = self.limits
         return lim.replace(timeout_s=1e9, cpu_s=max(1e9, lim.cpu_s),
                            memory_mib=max(1 << 20, lim.memory_mib + 4096),
-                           max_pids=self.workers * (lim.max_pids + 2) + 16,
+                           # per worker: its program's processes and its pid
+                           # namespace's init, a child staged ahead and its init
+                           max_pids=self.workers * (lim.max_pids + 4) + 16,
                            max_file_mib=self.workers * lim.max_file_mib + 64)
 
     def _check_call_limits(self, lim: Limits) -> None:
