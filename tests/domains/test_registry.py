@@ -148,3 +148,29 @@ def test_versioned_lookup_imports_only_its_family(tmp_path, monkeypatch):
     assert reg.get("famfast/a").id == "famfast/a-v1"  # unversioned: loads every source
     assert reg.skipped() == {"famslow": "RuntimeError: must not be imported"}
     assert [d.id for d in reg.list()] == ["famfast/a-v1"]  # famfast is not imported twice
+
+
+def test_unknown_id_names_plugins_that_failed_to_load(tmp_path, monkeypatch):
+    """A plugin whose import fails is the likely provider of an unknown id: say why it
+    was skipped (the family heuristic only covers built-in modules), and tell a missing
+    plugin module apart from a missing dependency of the plugin."""
+    _write(tmp_path / "polyrl_plugin_broken.py", "import polyrl_no_such_dependency_xyz\n")
+    dist = tmp_path / "polyrl_plugin_broken-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: polyrl-plugin-b\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[polyrl.domains]\n"
+        "units = polyrl_plugin_broken:UnitConversion\n"
+        "typo = polyrl_plugin_brokn:UnitConversion\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry(modules=[], entry_points=True)
+    reg.register(Arithmetic("math/arith-v1"))
+    with pytest.raises(UnknownDomainError) as info:
+        reg.get("units/convert-v1")
+    msg = str(info.value)
+    assert "plugin skipped" in msg
+    assert "entry point units: missing dependency 'polyrl_no_such_dependency_xyz'" in msg
+    why = reg.skipped()["entry point typo"]
+    assert "'polyrl_plugin_brokn'" in why and "not found" in why and "installed" in why
+    assert "missing dependency" not in why

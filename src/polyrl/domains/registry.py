@@ -48,6 +48,9 @@ BUILTIN_MODULES = (
 ENTRY_POINT_GROUP = "polyrl.domains"
 """Entry-point group third-party packages use to add domains."""
 
+ENTRY_POINT_SOURCE = "entry point "
+"""Prefix of an entry point's source name in ``skipped()``: ``"entry point <name>"``."""
+
 ID_RE = re.compile(
     r"^(?P<family>[a-z0-9][a-z0-9_.-]*)/(?P<name>[a-z0-9][a-z0-9_.-]*?)-v(?P<version>\d+)$"
 )
@@ -74,6 +77,10 @@ class UnknownDomainError(PolyrlError, KeyError):
         why = [f"{m}: {r}" for m, r in skipped.items() if m.rsplit(".", 1)[-1] == family]
         if why:
             msg += f" (family module skipped: {why[0]})"
+        # any plugin that failed to load may be the one that provides this id
+        plugins = [f"{m}: {r}" for m, r in skipped.items() if m.startswith(ENTRY_POINT_SOURCE)]
+        if plugins:
+            msg += f" (plugin skipped: {'; '.join(plugins)})"
         super().__init__(msg)
 
     def __str__(self) -> str:  # KeyError would quote the message
@@ -222,8 +229,9 @@ class Registry:
                     self._load_source(module, lambda m=module: _import_builtin(m))
             if self._entry_points:
                 for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-                    source = f"entry point {ep.name}"
-                    self._load_source(source, lambda ep=ep: _from_object(ep.load()))
+                    source = f"{ENTRY_POINT_SOURCE}{ep.name}"
+                    self._load_source(source, lambda ep=ep: _from_object(ep.load()),
+                                      module=ep.module, target=ep.value)
 
     def _load_family(self, family: str) -> None:
         """Import just the built-in module of ``family`` (a versioned-id lookup needs no more)."""
@@ -233,7 +241,14 @@ class Registry:
                     self._done_modules.add(module)
                     self._load_source(module, lambda m=module: _import_builtin(m))
 
-    def _load_source(self, source: str, build: Callable[[], list[Domain]]) -> None:
+    def _load_source(self, source: str, build: Callable[[], list[Domain]], *,
+                     module: str | None = None, target: str = "") -> None:
+        """Register what ``build`` returns; record why in ``_skipped`` when it fails.
+
+        ``module``/``target``: an entry point's module and ``module:attr`` value, so a
+        plugin whose own module is missing is told apart from a missing dependency.
+        """
+        own = module if module is not None else source
         try:
             domains = build()
             for domain in domains:
@@ -242,7 +257,11 @@ class Registry:
                 self.register(domain)
         except ModuleNotFoundError as e:
             missing = e.name or "?"
-            if source == missing or source.startswith(missing + "."):
+            if (own == missing or own.startswith(missing + ".")) and module is not None:
+                self._skipped[source] = (
+                    f"module {module!r} of entry point {target!r} not found: is its "
+                    "package installed in this environment, and is the module path right?")
+            elif own == missing or own.startswith(missing + "."):
                 self._skipped[source] = "not built yet (module not found)"
             else:
                 self._skipped[source] = f"missing dependency {missing!r}: {e}"
