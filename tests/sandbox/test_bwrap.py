@@ -270,6 +270,27 @@ def test_no_new_privs_and_no_capabilities(sb: Sandbox):
         assert int(fields[cap].strip(), 16) == 0, cap
 
 
+def test_sandboxed_processes_are_the_oom_killers_first_choice(sb: Sandbox, fs):
+    """Kernel memory no rlimit counts (socket buffers: ~250 MiB per process, measured)
+    could run the host out of memory; the OOM killer then takes sandboxed processes
+    before the host's own (the trainer): every sandboxed process, in every backend, has
+    ``oom_score_adj`` 1000 (it was 0: the host's). Warm and fork-server programs cannot
+    lower it (not dumpable); a cold one can, back to 0."""
+    code = ("import os\nif os.fork() == 0:\n"
+            "    print(open('/proc/self/oom_score_adj').read().strip(), flush=True)\n"
+            "    os._exit(0)\n"
+            "os.wait()\ntry:\n    open('/proc/self/oom_score_adj', 'w').write('0')\n"
+            "except OSError:\n    pass\nprint(open('/proc/self/oom_score_adj').read().strip())")
+    for run, lowers in ((sb.run_python, not sb.warm), (fs.run_python, False),
+                        (Sandbox(backend="process").run_python, True)):
+        child, own = run(code).stdout.split()
+        assert child == "1000", run
+        assert own == ("0" if lowers else "1000"), run
+    with sb.session() as session:
+        assert session.run("cat /proc/self/oom_score_adj").stdout == "1000\n"
+    assert open("/proc/self/oom_score_adj").read().strip() == "0"  # the host's own
+
+
 def test_concurrent_executions_bind_same_port(sb: Sandbox):
     code = ("import socket, time\ns = socket.socket()\n"
             "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)\n"

@@ -40,6 +40,13 @@ Limitations (real hazards, read before trusting a verdict):
   the largest single process of the tree (``ru_maxrss``), not the sum; a fork-server
   execution's includes the pages it shares with the server's preloaded interpreter
   (~15 MiB for ``pass``).
+- Kernel memory a program pins beyond its files is in no limit either: socket buffers
+  (a process filling 510 socketpairs, the most its 1,024 descriptors allow, held ~250
+  MiB of host memory, measured; ``max_pids`` such processes would exceed most hosts).
+  Every sandboxed process has ``oom_score_adj`` 1000, so when the host runs out the
+  kernel's OOM killer takes sandboxed processes (freeing what they hold) before the
+  host's own, the trainer among them. Warm and fork-server programs cannot lower it
+  (not dumpable); a cold one can, back to the host's 0.
 - ``max_pids`` is exact only as root (each execution gets its own uid). As a normal
   user RLIMIT_NPROC counts all the user's processes, so polyrl widens it by the number
   the user already runs: a fork bomb is still stopped, less tightly.

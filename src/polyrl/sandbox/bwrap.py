@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from polyrl.sandbox import etcview, hostview
 from polyrl.sandbox import seccomp as seccomp_filter
-from polyrl.sandbox.limits import Limits
+from polyrl.sandbox.limits import Limits, raise_oom_score
 
 WORKSPACE = "/workspace"
 
@@ -115,6 +115,11 @@ _TRAMPOLINE = r"""
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)
+try:  # the OOM killer's first choice (limits.raise_oom_score); before setns, while
+    with open("/proc/self/oom_score_adj", "w") as f:  # root may also pin it there
+        f.write("1000")
+except OSError:
+    pass
 for fd, flag in ((spec["userns_fd"], 0x10000000), (spec["mntns_fd"], 0x00020000)):
     if libc.setns(fd, flag) != 0:
         sys.stderr.write("polyrl sandbox: setns: %s\n" % os.strerror(ctypes.get_errno()))
@@ -276,6 +281,7 @@ def prepare(
           for r, s, h in rl]
 
     def preexec() -> None:
+        raise_oom_score()  # bwrap and all it starts: the OOM killer's first choice
         if view is not None and slot is not None:
             view.enter_as(slot.slot)
         elif view is not None:

@@ -12,7 +12,7 @@ import resource
 import sys
 
 from polyrl.sandbox.bwrap import Prepared, _count_user_processes, sandbox_env
-from polyrl.sandbox.limits import Limits
+from polyrl.sandbox.limits import Limits, raise_oom_score
 
 
 def prepare(
@@ -40,6 +40,7 @@ def prepare(
     env["TMPDIR"] = workspace_path
 
     def preexec() -> None:
+        raise_oom_score()
         os.chdir(inner)
         for r, soft, hard in rl:
             resource.setrlimit(r, (soft, hard))
