@@ -273,7 +273,15 @@ class SandboxSession:
 
     # -------------------------------------------------------------- snapshots
     def snapshot(self) -> Snapshot:
-        """Save the workspace tree and cwd; returns a handle for :meth:`restore`."""
+        """Save the workspace tree and cwd; returns a handle for :meth:`restore`.
+
+        Links stay links, holes stay holes, named pipes are made anew; sockets and device
+        nodes (no data) are left out (``Workspace.snapshot_to``).
+
+        Raises:
+            SandboxError: the session is closed, or the tree could not be copied (an
+                unreadable file, a tree deeper than Python's recursion limit).
+        """
         self._check_open()
         sid = uuid.uuid4().hex[:12]
         dest = os.path.join(self._snap_dir, sid)

@@ -198,10 +198,12 @@ class Workspace:
         return out
 
     def snapshot_to(self, dest: str) -> None:
-        """Copy the whole tree to ``dest`` (symlinks copied as links, never followed).
+        """Copy the whole tree to ``dest`` (symlinks copied as links, never followed,
+        hard links as links, holes as holes, named pipes made anew; sockets and device
+        nodes, which hold no data, are left out).
 
         Raises:
-            SandboxError: something could not be copied (e.g. a fifo or socket, a tree
+            SandboxError: something could not be copied (e.g. an unreadable file, a tree
                 deeper than Python's recursion limit); nothing of it is left.
         """
         try:
@@ -258,6 +260,11 @@ def _link_copier() -> Callable[[str, str], str]:
 
     def copy(src: str, dst: str) -> str:
         st = os.lstat(src)
+        if stat.S_ISFIFO(st.st_mode):  # a named pipe holds no data: made anew
+            os.mkfifo(dst, stat.S_IMODE(st.st_mode) & 0o777)
+            return dst
+        if not stat.S_ISREG(st.st_mode):  # a socket (nothing listens on it once its
+            return dst  # step is over) or a device node: nothing to copy, left out
         if st.st_nlink > 1:
             key = (st.st_dev, st.st_ino)
             if key in first:
