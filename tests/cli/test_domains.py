@@ -111,3 +111,11 @@ def test_list_table_fits_the_terminal_with_ids_and_words_whole(columns, tmp_path
             assert "".join(row["error"].split()) in "".join(r.stdout.split()), r.stdout  # whole
     assert any(row["splits"] is None for row in rows)
     assert len(lines) <= 3 * len(rows) + 5 * sum(row["splits"] is None for row in rows) + 5
+
+
+def test_check_takes_difficulty_levels():
+    r = polyrl("domains", "check", "math/arith-v1", "--n", "4", "--difficulty", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert last_json(r.stdout)["ok"] is True
+    r = polyrl("domains", "check", "math/arith-v1", "--difficulty", "9")
+    assert r.returncode == 2 and "--difficulty" in r.stderr + r.stdout

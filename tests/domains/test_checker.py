@@ -225,3 +225,16 @@ def test_multi_turn_domain_is_checked_through_its_env():
 def test_n_must_be_positive():
     with pytest.raises(ValueError, match="n must be >= 1"):
         check_domain(Toy(), n=0)
+
+
+def test_a_procedural_domain_that_ignores_its_seed_fails():
+    """Training draws fresh tasks with a new seed every time: a generator that ignored
+    its seed trained on the same n tasks forever, and the check said ok."""
+    class SeedBlind(Toy):
+        def tasks(self, split, *, difficulty=None, n=None, seed=0):
+            return super().tasks(split, difficulty=difficulty, n=n, seed=0)
+
+    report = check_domain(SeedBlind("blind"), n=6, seed=3)
+    assert not report.ok
+    assert any("same tasks for seeds 3 and 4" in p for p in report.problems), report.problems
+    assert check_domain(Toy(), n=6, seed=3).ok  # the same domain, seed used

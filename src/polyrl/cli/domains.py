@@ -104,17 +104,24 @@ def check(
     domain_id: str = typer.Argument(..., help="A registered domain id."),
     n: int = typer.Option(8, "--n", min=1, help="Tasks to check."),
     seed: int = typer.Option(0, "--seed", help="Seed of the task sample."),
+    difficulty: str = typer.Option(
+        "", "--difficulty", metavar="<levels>",
+        help="Only these difficulty levels, e.g. 1 or 1-3 (default: the domain's own mix)."),
     json_: bool = typer.Option(False, "--json", help="One JSON object on the last line."),
 ) -> None:
-    """Oracle scores 1.0, empty scores 0.0, scoring is deterministic."""
+    """Oracle scores 1.0; empty, garbage and the prompt echoed back score 0.0; tasks and
+    scores are deterministic; a procedural domain gives new tasks for a new seed; train
+    and test share no task; binary domains set passed."""
+    from polyrl.cli.eval import _difficulties
     from polyrl.domains import UnknownDomainError, check_domain, get_domain
 
+    levels = _difficulties(difficulty)
     try:
         domain = get_domain(domain_id)
     except UnknownDomainError as e:
         fail(str(e), code=2)
     log(f"checking {domain.id} on {n} tasks")
-    report = check_domain(domain, n=n, seed=seed)
+    report = check_domain(domain, n=n, seed=seed, difficulty=levels)
     if json_:
         print(json.dumps(report.to_dict()))
     else:

@@ -9,7 +9,10 @@ domain has no test split):
   garbage answers earn 0.0, one of them the task's own prompt echoed back (its
   messages' contents joined by newlines: a tool list, a question, the numbers shown);
 - ``tasks()`` with the same seed yields the same tasks, and scoring the same
-  answer twice gives identical ``Score``s (episode rewards, multi-turn);
+  answer twice gives identical ``Score``s (episode rewards, multi-turn); a
+  procedural split (``split_sizes()`` None for it) yields other tasks for another
+  seed (training draws fresh tasks with a new seed every time: a generator that
+  ignored it trained on the same ``n`` tasks forever);
 - train and test are disjoint (by task id and by prompt text) where both exist:
   every task of a bounded split, ``4 * n`` tasks of an unbounded one;
 - binary domains set ``Score.passed`` True on the oracle and False on empty.
@@ -119,6 +122,13 @@ def prompt_echo(task: Task) -> str:
     return "\n".join(str(m.get("content", "")) for m in task.prompt)
 
 
+def _content(task: Task) -> str:
+    """What a task asks and expects (its id may name the seed): prompt, reference,
+    metadata."""
+    return json.dumps([task.prompt, task.reference, task.metadata], sort_keys=True,
+                      ensure_ascii=False, default=str)
+
+
 def _fingerprint(task: Task) -> str:
     text = json.dumps(task.prompt, sort_keys=True, ensure_ascii=False)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
@@ -218,6 +228,13 @@ def check_domain(
                 if [t.to_dict() for t in tasks] != [t.to_dict() for t in again]:
                     check.deterministic = False
                     check.problems.append(f"tasks({split!r}, seed={seed}) differ between calls")
+                if domain.split_sizes().get(split) is None:  # procedural: seeds matter
+                    other = list(domain.tasks(split, n=n, seed=seed + 1, difficulty=difficulty))
+                    if [_content(t) for t in other] == [_content(t) for t in tasks]:
+                        check.problems.append(
+                            f"tasks({split!r}) gives the same tasks for seeds {seed} and "
+                            f"{seed + 1}: a procedural domain must use its seed (training "
+                            "asks for fresh tasks with a new seed every draw)")
                 break
     except Exception as e:
         check.problems.append(f"tasks() raised {type(e).__name__}: {e}")
