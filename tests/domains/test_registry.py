@@ -59,6 +59,15 @@ def _write(path, text):
     path.write_text(textwrap.dedent(text))
 
 
+def _dist_info(site, name, entry_points):
+    """An installed distribution ``name`` in ``site`` declaring ``entry_points``
+    (``"name = module:attr"`` lines) in the ``polyrl.domains`` group."""
+    dist = site / f"{name.replace('-', '_')}-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[polyrl.domains]\n" + "\n".join(entry_points) + "\n")
+
+
 def test_missing_and_broken_family_modules_are_skipped_with_reasons(tmp_path, monkeypatch):
     _write(tmp_path / "fam_ok.py", """
         from polyrl.domains.math import Arithmetic
@@ -97,17 +106,10 @@ def test_entry_points_instance_subclass_and_factory(tmp_path, monkeypatch):
         def bad_factory():
             return [1, 2]
     """)
-    dist = tmp_path / "polyrl_plugin_demo-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: polyrl-plugin-x\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        "[polyrl.domains]\n"
-        "inst = polyrl_plugin_demo:INSTANCE\n"
-        "cls = polyrl_plugin_demo:Plug\n"
-        "fac = polyrl_plugin_demo:factory\n"
-        "bad = polyrl_plugin_demo:bad_factory\n"
-        "gone = polyrl_plugin_missing_module:thing\n"
-    )
+    _dist_info(tmp_path, "polyrl-plugin-x", [
+        "inst = polyrl_plugin_demo:INSTANCE", "cls = polyrl_plugin_demo:Plug",
+        "fac = polyrl_plugin_demo:factory", "bad = polyrl_plugin_demo:bad_factory",
+        "gone = polyrl_plugin_missing_module:thing"])
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = Registry(modules=[], entry_points=True)
     ids = [d.id for d in reg.list()]
@@ -155,14 +157,8 @@ def test_unknown_id_names_plugins_that_failed_to_load(tmp_path, monkeypatch):
     was skipped (the family heuristic only covers built-in modules), and tell a missing
     plugin module apart from a missing dependency of the plugin."""
     _write(tmp_path / "polyrl_plugin_broken.py", "import polyrl_no_such_dependency_xyz\n")
-    dist = tmp_path / "polyrl_plugin_broken-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: polyrl-plugin-b\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(
-        "[polyrl.domains]\n"
-        "units = polyrl_plugin_broken:UnitConversion\n"
-        "typo = polyrl_plugin_brokn:UnitConversion\n"
-    )
+    _dist_info(tmp_path, "polyrl-plugin-b", ["units = polyrl_plugin_broken:UnitConversion",
+                                             "typo = polyrl_plugin_brokn:UnitConversion"])
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = Registry(modules=[], entry_points=True)
     reg.register(Arithmetic("math/arith-v1"))
