@@ -46,7 +46,8 @@ Limitations (real hazards, read before trusting a verdict):
   Every sandboxed process has ``oom_score_adj`` 1000, so when the host runs out the
   kernel's OOM killer takes sandboxed processes (freeing what they hold) before the
   host's own, the trainer among them. Warm and fork-server programs cannot lower it
-  (not dumpable); a cold one can, back to the host's 0.
+  (a program may make itself dumpable again, so: Landlock, or a read-only ``/proc``
+  under the fork-server's ``namespaces``); a cold one can, back to the host's 0.
 - ``max_pids`` is exact only as root (each execution gets its own uid). As a normal
   user RLIMIT_NPROC counts all the user's processes, so polyrl widens it by the number
   the user already runs: a fork bomb is still stopped, less tightly.

@@ -130,8 +130,8 @@ def _loopback_up():
         os.close(fd)
 
 
-def _write(path, data):
-    fd = os.open(path, os.O_WRONLY)
+def _write(path, data, dir_fd=None):
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         os.write(fd, data)
     finally:
@@ -254,11 +254,19 @@ class Isolation:
             if _libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, None) != 0:  # NOSUID|NODEV|NOEXEC
                 raise OSError(ctypes.get_errno(), "mount /proc")
         _read_only_proc_sys()
+        # pidns: its id maps are written below through the writable /proc underneath
+        rw_proc = os.open("/proc", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if self.pidns else -1
+        try:
+            _read_only_proc()
+            if self.pidns:
+                # CLONE_NEWUSER | CLONE_NEWIPC: its own RLIMIT_NPROC count, as without
+                if _libc.unshare(0x10000000 | 0x08000000 | self.net) != 0:
+                    raise OSError(ctypes.get_errno(), "unshare")
+                map_ids(self.uid_map, self.gid_map, rw_proc)
+        finally:
+            if rw_proc >= 0:
+                os.close(rw_proc)
         if self.pidns:
-            # CLONE_NEWUSER | CLONE_NEWIPC: its own RLIMIT_NPROC count, as without
-            if _libc.unshare(0x10000000 | 0x08000000 | self.net) != 0:
-                raise OSError(ctypes.get_errno(), "unshare")
-            map_ids(self.uid_map, self.gid_map)
             if self.net:
                 _loopback_up()
         _drop_caps()  # and seccomp (after this) refuses mount calls: the mounts stay
@@ -314,12 +322,31 @@ def _read_only_proc_sys():
         raise OSError(ctypes.get_errno(), "remount /proc/sys read-only")
 
 
-def map_ids(uid_map, gid_map):
+def _read_only_proc():
+    """In the child's own mount namespace: bind ``/proc`` (with ``/proc/sys`` beneath,
+    read-only already) over itself read-only. Writing its ``/proc/self`` files needs the
+    process to be dumpable, which a program may make itself again (``prctl``, or any
+    exec): a program wrote ``/proc/self/oom_score_adj`` back to 0 from the 1000 every
+    sandboxed process has (raised by a process without ``CAP_SYS_RESOURCE``, a non-root
+    host's, the kernel lets it lower it again). A pipe or file reached through
+    ``/proc/self/fd`` is written through its own mount. Raises OSError."""
+    if _libc.mount(b"/proc", b"/proc", None, 4096 | (1 << 14), None) != 0:
+        raise OSError(ctypes.get_errno(), "bind /proc")  # MS_BIND | MS_REC
+    if _libc.mount(None, b"/proc", None, 32 | 4096 | 1 | 2 | 4 | 8, None) != 0:
+        raise OSError(ctypes.get_errno(), "remount /proc read-only")
+
+
+def map_ids(uid_map, gid_map, proc_fd=-1):
     """In a new user namespace: deny setgroups, write the uid and gid maps (bytes, e.g.
-    ``b"1000 1000 1"``). Raises OSError."""
-    _write("/proc/self/setgroups", b"deny")
-    _write("/proc/self/uid_map", uid_map)
-    _write("/proc/self/gid_map", gid_map)
+    ``b"1000 1000 1"``), through ``proc_fd`` (a ``/proc`` directory) if given. Raises
+    OSError."""
+    if proc_fd >= 0:
+        base, dir_fd = "self", proc_fd
+    else:
+        base, dir_fd = "/proc/self", None
+    _write(base + "/setgroups", b"deny", dir_fd)
+    _write(base + "/uid_map", uid_map, dir_fd)
+    _write(base + "/gid_map", gid_map, dir_fd)
 
 
 def own_tmpfs(mounts, rebind):

@@ -5,7 +5,7 @@ serves the host: per request it forks one
 child with its own session, isolation, rlimits, stdin and output pipes, a setup socket
 and a fresh workspace (``namespaces``: a tmpfs of its own at ``/workspace``, filled and
 sent back as an fd for ``collect`` by the child; ``landlock``: a job directory
-``ROOT/<n>/w`` = cwd, ``ROOT/<n>/t`` = TMPDIR and HOME), runs the code like
+``ROOT/<n>-<random>/w`` = cwd, ``ROOT/<n>-<random>/t`` = TMPDIR and HOME), runs the code like
 ``python -c`` and reaps it. At most ``workers`` programs run at once; up to ``workers``
 more children are forked ahead and isolate themselves meanwhile, then wait at their gate
 (a ``G`` byte on their setup socket) until released, first come first released (their
@@ -152,6 +152,25 @@ def main():
         handlers[fk_sock.fileno()] = ("forker", None)
         ep.register(fk_sock.fileno(), select.EPOLLIN)
     pending = {}  # token -> job asked of the forker, its pid not reported yet
+    # landlock: every execution has the server's uid, and Landlock does not govern
+    # chmod: one chmod of /tmp or ROOT to 0 failed every later execution ("setup
+    # failed: Permission denied") for the server's lifetime, one of /dev/shm failed
+    # every later semaphore and hid what was left there. Their modes are put back
+    # before each execution is set up, and before /dev/shm is looked at.
+    guarded = []
+    if not exec_mode and iso.kind == "landlock":
+        for path in ("/tmp", ROOT, "/dev/shm"):
+            try:
+                guarded.append((path, os.stat(path).st_mode & 0o7777))
+            except OSError:
+                pass
+
+    def guard_modes():
+        for path, mode in guarded:
+            try:
+                os.chmod(path, mode)
+            except OSError:
+                pass
     # what programs leave behind (landlock: their job directories, the shared /dev/shm)
     # is removed by a thread of ours (``_cleaner``), never in this loop; while removals
     # are pending no new execution starts (it gets the space back as before), and the
@@ -184,7 +203,10 @@ def main():
     def start(req):
         nonlocal seq
         seq += 1
-        jobdir = None if exec_mode else f"{ROOT}/{seq}"
+        # landlock: a name no other execution can guess (ROOT is not listable to them),
+        # so none can reach it by path to chmod it (or the inputs in it) while it waits
+        # at its gate, or runs: e.g. the one running before it with workers=1
+        jobdir = None if exec_mode else f"{ROOT}/{seq}-{os.urandom(16).hex()}"
         job = Job(req, jobdir)  # noqa: F821 (_fs_jobs.py)
         if exec_mode:  # /workspace is our own tmpfs: the host's files come in the request
             try:
@@ -202,6 +224,7 @@ def main():
         if iso.kind == "namespaces":  # the child writes its files into a tmpfs of its own
             job.dir = None
         else:
+            guard_modes()
             try:
                 os.mkdir(jobdir, 0o700)
                 os.mkdir(jobdir + "/w", 0o700)
@@ -452,10 +475,12 @@ def main():
             if iso.kind == "landlock" and not shm_dirty:
                 # shared by every execution: what one leaves there must not reach a later
                 # one (its data, or a full /dev/shm failing every later semaphore)
+                guard_modes()
                 try:
                     shm_dirty = bool(os.listdir("/dev/shm"))
                 except OSError:
-                    pass
+                    # (made unreadable): emptied once the running ones are done
+                    shm_dirty = any(path == "/dev/shm" for path, _ in guarded)
         if setup_error:  # not the program's doing: a typed error on the host
             send(ctl_out, {"id": job.id, "error": setup_error.decode("utf-8", "replace"),
                            "spoiled": spoiled})
@@ -488,7 +513,10 @@ def main():
         # what a program left is removed: the next one finds the place clean)
         while queue and len(jobs) < (workers if exec_mode else 2 * workers):
             start(queue.popleft())
-        running = sum(j.released and not j.exited for j in jobs.values())
+        # a released execution holds its slot until finished: once its main process is
+        # reaped, what it left (a daemon holding its output) lives until kill_strays, and
+        # shares the server's process count, CPU and memory with whatever runs next
+        running = sum(j.released for j in jobs.values())
         for job in jobs.values():  # first come, first released
             if running >= workers or cleaning or shm_dirty:
                 break
