@@ -9,6 +9,13 @@ from polyrl.sandbox import ForkServer, Limits, Sandbox
 from polyrl.sandbox.warm import warm_pool
 
 
+def has_landlock() -> bool:
+    """Whether this kernel has Landlock (any ABI)."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1) >= 1
+
+
 @pytest.fixture(scope="session", params=["warm", "warm-unscoped", "cold"])
 def sb(request) -> Sandbox:
     """The bwrap sandbox, with warm sandboxes (the default), with warm sandboxes but no

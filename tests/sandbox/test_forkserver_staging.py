@@ -1,5 +1,6 @@
-"""Red-team regressions of the fork-server's staging (children forked ahead of their turn,
-waiting at a gate) and of what its executions may change of each other."""
+"""The fork-server's staging (children forked ahead of their turn, waiting at a gate)
+and what its executions may leave or change for each other: slots, job directories,
+the places a ``landlock`` server's executions share, ``oom_score_adj``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import time
 import pytest
 
 from polyrl.sandbox import ForkServer, Limits
+
+from .conftest import has_landlock
 
 ISOLATIONS = ["namespaces", "landlock"]
 
@@ -72,12 +75,6 @@ def test_a_program_cannot_lower_its_oom_score_by_becoming_dumpable(pid_namespace
     assert sorted(res.stdout.split()) == ["1000", "1000", "ok", "pipes"], res.stdout
 
 
-def _has_landlock() -> bool:
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1) >= 1
-
-
 # the running program looks for the next execution's job directory (staged at its gate
 # meanwhile) and makes it, and what it holds, unreadable
 _CHMODS_THE_NEXT_ONE = """
@@ -97,7 +94,7 @@ def test_landlock_a_program_cannot_spoil_the_next_ones_workspace():
     govern chmod. Job directories were ``/tmp/fs/<n>``: with ``workers=1`` the running
     program chmod-ed the next one's (staged at its gate) to 0, and that one's program
     could not read its own input files: a wrong verdict, no sandbox error."""
-    if not _has_landlock():
+    if not has_landlock():
         pytest.skip("this kernel has no Landlock")
     with ForkServer(preload=[], workers=1, isolation="landlock") as fs:
         fs.run_python("pass")
@@ -117,7 +114,7 @@ def test_landlock_a_chmod_of_shared_directories_spoils_no_later_execution(path: 
     chmod) failed every later execution of the server (``/tmp``, ``/tmp/fs``: "setup
     failed: Permission denied"), or every later semaphore (``/dev/shm``: ENOENT), and
     hid what it left in ``/dev/shm`` from the server, for the next one to read."""
-    if not _has_landlock():
+    if not has_landlock():
         pytest.skip("this kernel has no Landlock")
     later = ("import os, multiprocessing\nmultiprocessing.Lock()\n"
              "print(sorted(os.listdir('/dev/shm')))")
@@ -128,3 +125,74 @@ def test_landlock_a_chmod_of_shared_directories_spoils_no_later_execution(path: 
         for _ in range(2):
             res = fs.run_python(later)
             assert res.exit_code == 0 and res.stdout == "[]\n", res.stderr[-500:]
+
+
+_MANY_FILES = """
+import os, time
+os.mkdir("d")
+t, n = time.monotonic(), 0
+while time.monotonic() - t < 3.0:
+    for _ in range(500):
+        os.close(os.open(f"d/{n}", os.O_CREAT | os.O_WRONLY)); n += 1
+print(n)
+"""
+
+
+def test_landlock_a_neighbour_that_ends_in_time_never_reads_as_timed_out():
+    """Under ``landlock`` a program's job directory is removed after it; one that left
+    ~10^5-10^6 empty files (no inode cap on the server's /tmp) made the server remove
+    them in its loop for seconds: a neighbour that ended in time was then read after its
+    deadline, as ``timeout_s`` with the server's delay as its ``wall_s`` (measured:
+    a 1 s program, limit_hit="timeout_s", wall_s=8.3)."""
+    if not has_landlock():
+        pytest.skip("this kernel has no Landlock")
+    with ForkServer(preload=[], workers=2, isolation="landlock",
+                    limits=Limits(timeout_s=10, max_pids=16)) as fs:
+        out: dict = {}
+        t = threading.Thread(target=lambda: out.setdefault("a", fs.run_python(_MANY_FILES)))
+        t.start()
+        victim = fs.run_python("import time; time.sleep(3.3); print('done')",
+                               limits=Limits(timeout_s=4.0, max_pids=16))
+        t.join()
+    assert out["a"].exit_code == 0 and int(out["a"].stdout) > 1000, out["a"]
+    assert victim.stdout == "done\n" and victim.exit_code == 0
+    assert victim.limit_hit is None and victim.wall_s < 4.0, victim
+
+
+def test_landlock_what_one_execution_leaves_in_dev_shm_reaches_no_later_one():
+    """Under ``landlock`` ``/dev/shm`` is the server's, shared: files one execution left
+    there were read by every later one, and a full one failed every later semaphore
+    (ENOSPC, read as ``limit_hit="max_file_mib"``) for the server's lifetime."""
+    if not has_landlock():
+        pytest.skip("this kernel has no Landlock")
+    fill = ("import os\nopen('/dev/shm/left', 'w').write('secret')\ni = 0\ntry:\n"
+            "    while True:\n        open(f'/dev/shm/f{i}', 'wb').write(b'x' * (8 << 20)); i += 1\n"
+            "except OSError as e:\n    print(e.errno)")
+    later = ("import os, multiprocessing\nmultiprocessing.Lock()\n"
+             "open('/dev/shm/mine', 'wb').write(b'y' * 100000)\n"
+             "print(sorted(os.listdir('/dev/shm')))")
+    with ForkServer(preload=[], workers=2, isolation="landlock",
+                    limits=Limits(max_file_mib=16)) as fs:
+        assert fs.run_python(fill).stdout == "28\n"  # ENOSPC: /dev/shm is full
+        for _ in range(2):
+            res = fs.run_python(later)
+            assert res.exit_code == 0 and res.stdout == "['mine']\n", res.stderr[-500:]
+
+
+def test_children_isolate_ahead_but_only_workers_programs_run_at_once():
+    """The server forks up to ``workers`` children beyond the running ones, which isolate
+    themselves and wait at their gate: at no moment do more than ``workers`` programs
+    run, and each one's wall time starts at its release."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = ("import time; t0 = time.time(); s = time.process_time()\n"
+            "while time.process_time() - s < 0.15: pass\n"
+            "print(t0, time.time())")
+    with ForkServer(preload=[], workers=2) as server:
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: server.run_python(code), range(8)))
+    assert all(r.exit_code == 0 for r in results), [r.stderr for r in results]
+    spans = [tuple(map(float, r.stdout.split())) for r in results]
+    for start, _ in spans:  # programs running at each start (its own included)
+        assert sum(a <= start < b for a, b in spans) <= 2, spans
+    assert all(r.wall_s < 1.0 for r in results)

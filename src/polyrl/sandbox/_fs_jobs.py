@@ -113,17 +113,93 @@ def _remove_if_empty(jobdir):
     return True
 
 
+class Housekeeper:
+    """What programs leave in the places a ``landlock`` server's executions share.
+
+    Every execution has the server's uid, and Landlock does not govern chmod: one chmod
+    of ``/tmp`` or ``ROOT`` to 0 failed every later execution ("setup failed: Permission
+    denied") for the server's lifetime, one of ``/dev/shm`` failed every later semaphore
+    and hid what was left there. ``guard_modes`` puts their modes back (before each
+    execution is set up, and before ``/dev/shm`` is looked at).
+
+    Removals (a job directory a program filled: bwrap's tmpfs has no inode cap; what an
+    execution left in ``/dev/shm``) run in a thread of ours, never in the server's loop:
+    removing 10^6 files there stopped it for seconds, and every running execution's
+    deadline, output and reply with it (one that had ended in time read as timed out).
+    While one is pending (``busy``) no execution is released, so the next one finds the
+    place clean, and the running ones are served on time.
+    """
+
+    def __init__(self, active, root, watch):
+        """``active``: a ``landlock`` fork-server (else only empty job directories of
+        ours are ever removed: none exist). ``watch(fd)``: the loop calls ``done(fd)``
+        whenever ``fd`` is readable."""
+        self.active = active
+        self.guarded = []
+        self.pending = 0  # removals the thread has not finished
+        self.shm_dirty = False  # an execution left something in /dev/shm
+        self._todo = None
+        self._watch = watch
+        for path in ("/tmp", root, "/dev/shm") if active else ():
+            try:
+                self.guarded.append((path, os.stat(path).st_mode & 0o7777))
+            except OSError:
+                pass
+
+    @property
+    def busy(self):
+        return bool(self.pending or self.shm_dirty)
+
+    def guard_modes(self):
+        for path, mode in self.guarded:
+            try:
+                os.chmod(path, mode)
+            except OSError:
+                pass
+
+    def finished(self, jobdir):
+        """After an execution: remove its job directory (None: it had none); note
+        whether ``/dev/shm`` must be emptied before the next one runs."""
+        if jobdir is not None and not _remove_if_empty(jobdir):
+            self._later(_remove, jobdir)
+        if self.active and not self.shm_dirty:
+            self.guard_modes()
+            try:
+                self.shm_dirty = bool(os.listdir("/dev/shm"))
+            except OSError:  # (made unreadable): emptied all the same
+                self.shm_dirty = any(path == "/dev/shm" for path, _ in self.guarded)
+
+    def idle(self):
+        """No execution runs: empty ``/dev/shm`` now if one left something there."""
+        if self.shm_dirty and not self.pending:
+            self.shm_dirty = False
+            self._later(_empty, "/dev/shm")  # noqa: F821 (_fs_exec_isolation.py)
+
+    def done(self, fd):
+        """The thread finished removals (one byte each on ``fd``)."""
+        self.pending -= len(os.read(fd, 4096))
+
+    def _later(self, func, path):
+        if self._todo is None:
+            import queue
+            import threading
+
+            self._todo = queue.SimpleQueue()
+            done_r, done_w = os.pipe2(os.O_CLOEXEC)
+            self._watch(done_r)
+            threading.Thread(target=_cleaner, args=(self._todo, done_w), daemon=True).start()
+        self.pending += 1
+        self._todo.put((func, path))
+
+
 def _cleaner(todo, done_w):
-    """The server's cleaner thread: run each ``(func, path)`` of ``todo`` (a job
-    directory or ``/dev/shm`` to empty), one byte on ``done_w`` after each. A program may
-    leave millions of files there (bwrap's tmpfs has no inode cap): removing them in the
-    server's loop stopped it for seconds, and every running execution's deadline, output
-    and reply with it (an execution that had ended in time read as timed out)."""
+    """``Housekeeper``'s thread: run each ``(func, path)`` of ``todo``, one byte on
+    ``done_w`` after each (also when it failed: what is left stays)."""
     while True:
         func, path = todo.get()
         try:
             func(path)
-        except BaseException:  # what is left stays; the server must go on
+        except BaseException:  # the server must go on
             pass
         os.write(done_w, b"x")
 

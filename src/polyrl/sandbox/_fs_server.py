@@ -152,47 +152,13 @@ def main():
         handlers[fk_sock.fileno()] = ("forker", None)
         ep.register(fk_sock.fileno(), select.EPOLLIN)
     pending = {}  # token -> job asked of the forker, its pid not reported yet
-    # landlock: every execution has the server's uid, and Landlock does not govern
-    # chmod: one chmod of /tmp or ROOT to 0 failed every later execution ("setup
-    # failed: Permission denied") for the server's lifetime, one of /dev/shm failed
-    # every later semaphore and hid what was left there. Their modes are put back
-    # before each execution is set up, and before /dev/shm is looked at.
-    guarded = []
-    if not exec_mode and iso.kind == "landlock":
-        for path in ("/tmp", ROOT, "/dev/shm"):
-            try:
-                guarded.append((path, os.stat(path).st_mode & 0o7777))
-            except OSError:
-                pass
 
-    def guard_modes():
-        for path, mode in guarded:
-            try:
-                os.chmod(path, mode)
-            except OSError:
-                pass
-    # what programs leave behind (landlock: their job directories, the shared /dev/shm)
-    # is removed by a thread of ours (``_cleaner``), never in this loop; while removals
-    # are pending no new execution starts (it gets the space back as before), and the
-    # running ones are served on time
-    cleaning = 0
-    shm_dirty = False  # landlock: an execution left files in the shared /dev/shm
-    clean_todo = None
+    def watch_cleaner(fd):
+        handlers[fd] = ("cleaned", None)
+        ep.register(fd, select.EPOLLIN)
 
-    def clean_later(func, path):
-        nonlocal cleaning, clean_todo
-        if clean_todo is None:  # never in exec mode (it forks its children itself)
-            import queue as queue_mod
-            import threading
-
-            clean_todo = queue_mod.SimpleQueue()
-            done_r, done_w = os.pipe2(os.O_CLOEXEC)
-            handlers[done_r] = ("cleaned", None)
-            ep.register(done_r, select.EPOLLIN)
-            threading.Thread(target=_cleaner, args=(clean_todo, done_w),  # noqa: F821
-                             daemon=True).start()
-        cleaning += 1
-        clean_todo.put((func, path))
+    keeper = Housekeeper(not exec_mode and iso.kind == "landlock", ROOT,  # noqa: F821
+                         watch_cleaner)
     inbuf = bytearray()
     jobs = {}
     by_pid = {}
@@ -224,7 +190,7 @@ def main():
         if iso.kind == "namespaces":  # the child writes its files into a tmpfs of its own
             job.dir = None
         else:
-            guard_modes()
+            keeper.guard_modes()
             try:
                 os.mkdir(jobdir, 0o700)
                 os.mkdir(jobdir + "/w", 0o700)
@@ -429,7 +395,6 @@ def main():
         return any(int(k) not in by_pid and int(k) != fk_pid for k in kids)
 
     def finish(job):
-        nonlocal shm_dirty
         del jobs[job.id]
         by_pid.pop(job.pid, None)
         ru = job.ru
@@ -470,17 +435,7 @@ def main():
         else:
             if strays_possible():
                 kill_strays()
-            if job.dir is not None and not _remove_if_empty(job.dir):  # noqa: F821
-                clean_later(_remove, job.dir)  # noqa: F821 (_fs_jobs.py)
-            if iso.kind == "landlock" and not shm_dirty:
-                # shared by every execution: what one leaves there must not reach a later
-                # one (its data, or a full /dev/shm failing every later semaphore)
-                guard_modes()
-                try:
-                    shm_dirty = bool(os.listdir("/dev/shm"))
-                except OSError:
-                    # (made unreadable): emptied once the running ones are done
-                    shm_dirty = any(path == "/dev/shm" for path, _ in guarded)
+            keeper.finished(job.dir)
         if setup_error:  # not the program's doing: a typed error on the host
             send(ctl_out, {"id": job.id, "error": setup_error.decode("utf-8", "replace"),
                            "spoiled": spoiled})
@@ -504,10 +459,8 @@ def main():
                 exited(j, status, ru)
 
     while ctl_open or jobs or queue:
-        if shm_dirty and not cleaning and not any(j.released for j in jobs.values()):
-            # the programs that ran beside it are done (staged ones have not run yet)
-            shm_dirty = False
-            clean_later(_empty, "/dev/shm")  # noqa: F821 (_fs_exec_isolation.py)
+        if not any(j.released for j in jobs.values()):
+            keeper.idle()  # the programs that ran are done (staged ones have not run yet)
         # at most `workers` programs run at once; as many more children are forked and
         # isolate themselves meanwhile, then wait at their gate until released (none while
         # what a program left is removed: the next one finds the place clean)
@@ -518,7 +471,7 @@ def main():
         # shares the server's process count, CPU and memory with whatever runs next
         running = sum(j.released for j in jobs.values())
         for job in jobs.values():  # first come, first released
-            if running >= workers or cleaning or shm_dirty:
+            if running >= workers or keeper.busy:
                 break
             if not job.released and not job.exited:
                 job.release(not exec_mode)
@@ -582,7 +535,7 @@ def main():
                     reap()
                     reaped = True
             elif kind == "cleaned":
-                cleaning -= len(os.read(fd, 4096))
+                keeper.done(fd)
             elif kind == "exit":
                 ep.unregister(fd)
                 del handlers[fd]
