@@ -9,11 +9,16 @@ from polyrl.sandbox import ForkServer, Limits, Sandbox
 from polyrl.sandbox.warm import warm_pool
 
 
-def has_landlock() -> bool:
-    """Whether this kernel has Landlock (any ABI)."""
+def kernel_landlock_abi() -> int:
+    """This kernel's Landlock ABI (0: none)."""
     import ctypes
 
-    return ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1) >= 1
+    return max(0, ctypes.CDLL(None, use_errno=True).syscall(444, None, 0, 1))
+
+
+def has_landlock() -> bool:
+    """Whether this kernel has Landlock (any ABI)."""
+    return kernel_landlock_abi() >= 1
 
 
 @pytest.fixture(scope="session", params=["warm", "warm-unscoped", "cold"])

@@ -9,7 +9,7 @@ import pytest
 from polyrl.errors import ConfigError, SandboxError
 from polyrl.sandbox import ForkServer, Limits
 
-from .conftest import fill_inodes, tmp_skeleton
+from .conftest import fill_inodes, kernel_landlock_abi, tmp_skeleton
 
 
 def test_forkserver_basics(fs: ForkServer):
@@ -190,9 +190,8 @@ def test_forkserver_isolations_hold_their_walls(isolation: str):
     no capabilities, no_new_privs, a writable private temp dir, nothing else writable,
     no view of the other executions' directories."""
     import ast
-    import ctypes
 
-    if isolation == "landlock" and ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+    if isolation == "landlock" and kernel_landlock_abi() < 1:
         pytest.skip("this kernel has no Landlock")
     with ForkServer(preload=[], limits="strict", workers=1, isolation=isolation) as fs:
         assert fs.isolation == isolation
@@ -205,7 +204,7 @@ def test_forkserver_isolations_hold_their_walls(isolation: str):
             assert str(out["write_tmp"]).startswith("ERR")  # only its own TMPDIR
         else:
             assert out["write_tmp"] == 1  # its own fresh /tmp
-        if ctypes.CDLL(None).syscall(444, None, 0, 1) >= 6:
+        if kernel_landlock_abi() >= 6:
             assert str(out["signal_server"]).startswith("ERR")  # scoped signals
         # the fresh-workspace and per-execution pid limit hold in both
         assert fs.run_python("import os; print(os.listdir('.'))").stdout == "[]\n"
@@ -288,7 +287,6 @@ def test_leftovers_of_one_execution_are_killed_not_a_running_ones_own(fs):
 def test_concurrent_executions_cannot_touch_each_other(fs):
     """Files, /tmp, /dev/shm, unix sockets by path, signals: nothing of a running
     execution is within reach of another one in the same server (default isolation)."""
-    import ctypes
 
     assert fs.isolation == "namespaces"
     holder = """
@@ -334,7 +332,7 @@ print(repr((seen, paths, reached, signalled)))
     probe = fs.run_python(prober)
     t.join()
     assert out["holder"].stdout.splitlines()[1:] == ["0o100644 s"], out["holder"].stdout
-    scoped = ctypes.CDLL(None).syscall(444, None, 0, 1) >= 6
+    scoped = kernel_landlock_abi() >= 6
     seen, paths, reached, signalled = eval(probe.stdout)
     assert seen == [tmp_skeleton(), [], []] and reached == [], probe.stdout
     if scoped:
@@ -403,9 +401,8 @@ def test_collect_never_follows_the_programs_links(isolation: str):
     directory) or ``..``: the server reads them, and must never read what a link
     planted by the program points to. Namespaces: read after the child, and its mount
     namespace, are gone (through the workspace fd it sent)."""
-    import ctypes
 
-    if isolation == "landlock" and ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+    if isolation == "landlock" and kernel_landlock_abi() < 1:
         pytest.skip("this kernel has no Landlock")
     code = """
 import os
@@ -452,9 +449,8 @@ def test_landlock_job_directories_are_removed_even_when_made_read_only():
     """Under ``landlock`` the workspaces share the server's /tmp: what a program leaves in
     a directory it made read-only must still be freed, or the space is gone for every
     later execution."""
-    import ctypes
 
-    if ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+    if kernel_landlock_abi() < 1:
         pytest.skip("this kernel has no Landlock")
     code = "import os; os.mkdir('d'); open('d/f', 'wb').write(b'x' * (12 << 20)); os.chmod('d', 0o500)"
     lim = Limits(max_file_mib=16)  # the server's /tmp: 16 + 64 MiB
@@ -492,10 +488,9 @@ def test_private_network_gives_concurrent_executions_their_own_ports(isolation: 
     """With ``private_network`` two executions running at once both bind the same
     loopback port and each reaches only its own listener; nothing beyond loopback.
     Without it, the second one finds the port taken (the shared network namespace)."""
-    import ctypes
     import threading
 
-    if isolation == "landlock" and ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+    if isolation == "landlock" and kernel_landlock_abi() < 1:
         pytest.skip("this kernel has no Landlock")
 
     def both(fs: ForkServer) -> list:

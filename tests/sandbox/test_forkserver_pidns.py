@@ -10,7 +10,6 @@ namespace alone on any kernel.
 from __future__ import annotations
 
 import ast
-import ctypes
 import functools
 import os
 import threading
@@ -23,6 +22,7 @@ from polyrl.sandbox import ForkServer, Limits
 
 from . import test_forkserver as base
 from . import test_forkserver_neighbours as neighbours
+from .conftest import kernel_landlock_abi
 
 # lists the pids it sees, SIGKILLs each one but its own, then every process it may
 ATTACK = """
@@ -84,7 +84,7 @@ def _attack_beside_a_sleeper(fs: ForkServer) -> tuple[object, object]:
 
 @pytest.mark.parametrize("isolation", ["namespaces", "landlock"])
 def test_an_execution_can_neither_see_nor_kill_its_neighbours_or_the_server(isolation):
-    if isolation == "landlock" and ctypes.CDLL(None).syscall(444, None, 0, 1) < 1:
+    if isolation == "landlock" and kernel_landlock_abi() < 1:
         pytest.skip("this kernel has no Landlock")
     with _server(True, isolation) as fs:
         assert fs.isolation == isolation and fs.uses_pid_namespace
@@ -112,7 +112,7 @@ def test_without_a_pid_namespace_or_signal_scope_the_attack_succeeds():
 
 
 def test_by_default_a_pid_namespace_only_where_signals_cannot_be_scoped():
-    scoped = ctypes.CDLL(None).syscall(444, None, 0, 1) >= 6
+    scoped = kernel_landlock_abi() >= 6
     with ForkServer(preload=[], limits=LIM, workers=1) as fs:
         assert fs.uses_pid_namespace is not scoped
     with _server(None) as fs:  # no scope: a pid namespace
