@@ -210,6 +210,13 @@ class TrainSection(_Section):
         for key, value in ALGORITHM_DEFAULTS[self.algorithm].items():
             if key not in self.model_fields_set:
                 self.__dict__[key] = value  # no re-validation: a default of the field's type
+        if self.kl_coef > 0 and self.kl_estimator == "k1" and not self.kl_is_correction:
+            # d k1 / d theta = grad log pi, whose expectation under pi is 0: as a loss term
+            # k1 regularises nothing (it only adds noise); times the ratio it is the
+            # gradient of KL(pi || ref) (Tang & Munos, arXiv 2506.09477)
+            raise ValueError("kl_estimator 'k1' in the loss has a zero expected gradient "
+                             "(no pull toward the reference): use 'k3' or set "
+                             "kl_is_correction: true")
         return self
 
 

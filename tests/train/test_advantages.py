@@ -107,3 +107,36 @@ def test_overlong_penalty_of_episodes_is_per_model_turn():
     groups, _ = build_groups([(task, 0)], eps, [Score(reward=1.0)] * 4, group_size=4,
                              version=0, max_tokens=32, overlong_buffer_tokens=8)
     assert groups[0].rewards == pytest.approx([1.0, 1.0, 0.5, 0.0])
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_equal_partial_rewards_give_exact_zero_advantages(scale):
+    # the float32 mean of seven 0.7s is an ulp off 0.7; divided by (0 + STD_EPS) that read
+    # as an advantage of ~6e-4 on a group that carries no signal
+    r = torch.tensor([[0.7] * 7, [0.1] * 7, [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]])
+    adv = group_advantages(r, scale)
+    assert torch.equal(adv[:2], torch.zeros(2, 7))
+    assert adv[2].abs().min() > 0.1
+
+
+def test_replayed_episode_without_logprobs_gets_no_importance_weight():
+    """A model turn with no sampling logprobs (text-only server, scripted policy) must not
+    read as log mu = 0: that weighed the replayed row by pi(token) instead of 1, as a
+    single-turn completion without logprobs is."""
+    from polyrl.train.groups import Group
+    from polyrl.train.update import _importance_weights
+    from polyrl.types import Episode, Turn
+
+    task = Task(id="t", domain="d/x-v1", split="train", difficulty=1, prompt=[], reference="")
+
+    def episode(reward):
+        return Episode(task_id="t", prompt_token_ids=[1, 2], reward=reward, turns=[
+            Turn("assistant", "x", [5, 6], [], True), Turn("user", "o", [7], [], False)])
+
+    groups, _ = build_groups([(task, 0)], [episode(0.0), episode(1.0)],
+                             [Score(reward=0.0), Score(reward=1.0)], group_size=2, version=0)
+    g = Group.from_dict({**groups[0].to_dict(), "replayed": True})
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    logp = torch.log(torch.tensor([[0.3, 0.5, 1.0], [0.3, 0.5, 1.0]])) * mask
+    w = _importance_weights([(g, [0, 1])], logp, mask, is_clip=2.0)
+    assert torch.equal(w, mask)

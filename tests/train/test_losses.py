@@ -42,6 +42,92 @@ def test_kl_estimators():
         kl_penalty(lp, ref, "k2")
 
 
+def test_k1_in_the_loss_needs_the_is_correction():
+    """E_pi[grad k1] = E_pi[grad log pi] = 0: k1 alone pulls nothing toward the reference."""
+    from pydantic import ValidationError
+
+    from polyrl.config import TrainSection
+
+    with pytest.raises(ValidationError, match="k1"):
+        TrainSection(kl_coef=0.1, kl_estimator="k1")
+    TrainSection(kl_coef=0.1, kl_estimator="k1", kl_is_correction=True)
+    TrainSection(kl_coef=0.0, kl_estimator="k1")
+    TrainSection(kl_coef=0.1, kl_estimator="k3")
+
+
+def test_expected_kl_gradients_on_a_categorical():
+    """Exact expectations over a 5-token categorical pi = softmax(theta), samples not
+    differentiated (as in the loss): grad k3 -> grad KL(ref||pi) (GRPO's forward-KL
+    gradient), grad k1 -> 0, and either times the ratio -> grad KL(pi||ref)."""
+    g = torch.Generator().manual_seed(1)
+    theta = torch.randn(5, generator=g, dtype=torch.float64).requires_grad_(True)
+    q = torch.log_softmax(torch.randn(5, generator=g, dtype=torch.float64), 0)
+
+    def expected_grad(est, corrected):
+        logp = torch.log_softmax(theta, 0)
+        k = kl_penalty(logp, q, est)
+        if corrected:
+            k = k * torch.exp(logp - logp.detach())
+        return torch.autograd.grad((logp.exp().detach() * k).sum(), theta)[0]
+
+    logp = torch.log_softmax(theta, 0)
+    reverse = torch.autograd.grad((logp.exp() * (logp - q)).sum(), theta)[0]
+    logp = torch.log_softmax(theta, 0)
+    forward = torch.autograd.grad((q.exp() * (q - logp)).sum(), theta)[0]
+    assert torch.allclose(expected_grad("k1", False), torch.zeros(5, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(expected_grad("k3", False), forward)
+    assert torch.allclose(expected_grad("k1", True), reverse)
+    assert torch.allclose(expected_grad("k3", True), reverse)
+
+
+def _reference_loss(logp, old, adv, lengths, eps_low, eps_high, agg, ref, beta, max_tokens):
+    """Per-token loops from the papers (PPO clip as a case split, k3 written out)."""
+    seqs = []
+    for i, n in enumerate(lengths):
+        terms = []
+        for t in range(n):
+            r = torch.exp(logp[i, t] - old[i, t])
+            a = adv[i]
+            clipped = (a >= 0 and r > 1 + eps_high) or (a < 0 and r < 1 - eps_low)
+            surrogate = (torch.clamp(r.detach(), 1 - eps_low, 1 + eps_high) * a + 0 * r) \
+                if clipped else r * a
+            d = ref[i, t] - logp[i, t]
+            terms.append(-surrogate + beta * (torch.exp(d) - d - 1))
+        seqs.append(terms)
+    if agg == "token-mean":
+        return sum(sum(s) for s in seqs) / sum(lengths)
+    if agg == "seq-mean-token-mean":
+        return sum(sum(s) / len(s) for s in seqs) / len(seqs)
+    if agg == "seq-mean-token-sum":
+        return sum(sum(s) for s in seqs) / len(seqs)
+    return sum(sum(s) for s in seqs) / (len(seqs) * max_tokens)
+
+
+@pytest.mark.parametrize("loss_agg", LOSS_AGGREGATIONS)
+def test_loss_and_gradient_equal_a_reference_from_the_papers(loss_agg):
+    """Padding, unequal lengths, a zero advantage, ratios clipped on both sides."""
+    g = torch.Generator().manual_seed(0)
+    lengths = [6, 2, 4, 1, 5]
+    mask = torch.zeros(5, 6, dtype=torch.float64)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+    old = -3 * torch.rand(5, 6, generator=g, dtype=torch.float64) * mask
+    base = (old + 0.6 * torch.randn(5, 6, generator=g, dtype=torch.float64)) * mask
+    ref = (old + 0.5 * torch.randn(5, 6, generator=g, dtype=torch.float64)) * mask
+    adv = torch.tensor([1.3, -0.8, 0.0, -1.1, 0.6], dtype=torch.float64)
+    ours, theirs = base.clone().requires_grad_(True), base.clone().requires_grad_(True)
+    out = grpo_loss(ours, old, adv, mask, clip_eps_low=0.2, clip_eps_high=0.28,
+                    loss_agg=loss_agg, ref_logprobs=ref, kl_coef=0.1, max_tokens=9)
+    out.loss.backward()
+    expected = _reference_loss(theirs, old, adv, lengths, 0.2, 0.28, loss_agg, ref, 0.1, 9)
+    expected.backward()
+    ratio = torch.exp(base - old)
+    assert ((ratio > 1.28) & (adv[:, None] > 0) & (mask > 0)).any()  # both clip sides active
+    assert ((ratio < 0.8) & (adv[:, None] < 0) & (mask > 0)).any()
+    assert out.loss.item() == pytest.approx(expected.item(), abs=1e-12)
+    assert torch.allclose(ours.grad, theirs.grad, atol=1e-12)
+
+
 def test_clip_higher_blocks_gradient_outside_the_range():
     old = torch.zeros(1, 3)
     # ratios e^0.3 (above 1.28), e^0.1 (inside), e^-0.5 (below 0.8)
@@ -191,3 +277,18 @@ def test_accumulation_8x1_equals_1x8(loss_agg, shared_prefix):
     assert moved > 1e-6  # the update did something
     worst = max((grads[0][n] - grads[1][n]).abs().max().item() for n in start)
     assert worst < 1e-6
+
+
+def test_sum_norm_without_max_tokens_uses_one_constant_for_the_step():
+    """max_tokens=None: each micro-batch divided by its own padded width, so 8x1 != 1x8."""
+    groups = _groups(1)
+    grads = []
+    for mbs in (1, 8):
+        model = tiny_model(seed=5)
+        opts = UpdateOptions(loss_agg="seq-mean-token-sum-norm", micro_batch_size=mbs,
+                             max_grad_norm=1e9)
+        policy_update(model, torch.optim.SGD(model.parameters(), lr=0.1), groups, opts,
+                      step_optimizer=False)
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()
+                                if p.grad is not None]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)

@@ -35,6 +35,10 @@ def group_advantages(rewards: torch.Tensor, scale: str = "group") -> torch.Tenso
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be (n_groups, G), got shape {tuple(rewards.shape)}")
     centred = rewards - rewards.mean(dim=1, keepdim=True)  # (N, G)
+    # a group of equal rewards: exact zeros (the float mean of e.g. seven 0.7s is off by an
+    # ulp, which the STD_EPS division below would blow up to an advantage of ~6e-4)
+    equal = (rewards.amax(dim=1, keepdim=True) == rewards.amin(dim=1, keepdim=True))
+    centred = centred.masked_fill(equal, 0.0)
     if scale == "none":
         return centred
     if scale == "group":

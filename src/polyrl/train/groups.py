@@ -207,6 +207,9 @@ def _sequences(answers: Sequence[Completion | Episode]) -> tuple[
         if isinstance(a, Episode):
             ids, lps, mask = a.flat_tokens()
             finish = "length" if a.truncated else "stop"
+            if any(len(t.logprobs) != len(t.token_ids) for t in a.turns if t.trainable):
+                lps = []  # a model turn without sampling logprobs: flat_tokens' 0.0 fill
+                # would read as log mu = 0 and weigh a replayed row by pi instead of pi/mu
         else:
             ids, lps, mask = list(a.token_ids), list(a.logprobs), [1] * len(a.token_ids)
             finish = a.finish_reason

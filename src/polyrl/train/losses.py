@@ -4,8 +4,12 @@ One function, ``grpo_loss``, covers the three algorithms polyrl trains with; the
 differ only in their options:
 
 - GRPO (Shao et al., "DeepSeekMath", arXiv 2402.03300): PPO-style clipped ratio
-  with one epsilon, per-sequence mean of token losses (``seq-mean-token-mean``),
-  KL to a reference model (k3 estimator).
+  with one epsilon, per-sequence mean of token losses (``seq-mean-token-mean``, the
+  paper's eq. 3), KL to a reference model (k3 estimator). ``algorithm: grpo`` defaults
+  to ``token-mean`` instead, as TRL and verl run it (``config.ALGORITHM_DEFAULTS``);
+  ``train.loss_agg: seq-mean-token-mean`` gives the paper's.
+- Dynamic sampling here drops groups of equal rewards (no signal); DAPO also samples
+  more groups to refill the batch, which polyrl does not: the step trains on fewer.
 - DAPO (Yu et al., arXiv 2503.14476): clip-higher (``clip_eps_high > clip_eps_low``),
   token-level aggregation (``token-mean``), no KL. Dynamic sampling and the
   overlong penalty act on rewards/groups (see ``polyrl.train.advantages``).
@@ -59,6 +63,12 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
     Schulman, "Approximating KL Divergence" (2020): ``k1 = log p - log q``
     (unbiased, high variance, can be negative); ``k3 = exp(log q - log p) - (log q - log p) - 1``
     (unbiased, always >= 0; the estimator of GRPO, arXiv 2402.03300 eq. 4).
+
+    As loss terms their *gradients* differ from their values' (Tang & Munos, arXiv
+    2506.09477): in expectation over samples of the policy, ``grad k1 = 0`` (no pull
+    toward the reference) and ``grad k3 = grad KL(reference || policy)`` (the forward
+    KL, as GRPO has it). Multiplied by the non-detached ratio (``kl_is_correction``)
+    both give ``grad KL(policy || reference)``.
 
     Args:
         logprobs: (batch, seq) log-probs of the sampled tokens under the policy.

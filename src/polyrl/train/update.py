@@ -17,6 +17,7 @@ quickstart about 40% of the rows of a step are repeats.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,7 +43,8 @@ class UpdateOptions:
             ratio to the log-probs of the first pass.
         max_grad_norm: gradient clipping norm.
         temperature: sampling temperature the logprobs are computed at.
-        max_tokens: constant length of ``seq-mean-token-sum-norm``, tokens.
+        max_tokens: constant length of ``seq-mean-token-sum-norm``, tokens (None: the
+            step's longest completion, the same for every micro-batch).
         shared_prefix: compute each group's prompt once (Prefix Grouper).
         merge_repeats: run repeated rows of a group once, weighted by their count.
         is_clip: cap on importance weights of replayed groups.
@@ -227,6 +229,9 @@ def policy_update(
     if not groups:
         return stats
     model.train()
+    if opts.max_tokens is None:  # one constant for the step, not each micro-batch's width
+        opts = dataclasses.replace(opts, max_tokens=max(
+            1, max(len(c) for g in groups for c in g.completions)))
     denom = _denominator(groups, opts.loss_agg)
     n_tok_total = _trained_tokens(groups)
     device = next(model.parameters()).device
