@@ -238,3 +238,20 @@ def test_a_procedural_domain_that_ignores_its_seed_fails():
     assert not report.ok
     assert any("same tasks for seeds 3 and 4" in p for p in report.problems), report.problems
     assert check_domain(Toy(), n=6, seed=3).ok  # the same domain, seed used
+
+
+@pytest.mark.parametrize("reward", [float("nan"), float("inf"), 1.5, -0.2])
+def test_a_reward_outside_0_1_is_a_grader_error_not_a_reward(reward):
+    """A domain's own score() (a plugin's) returning NaN stopped the whole evaluation
+    after every sample was scored, with an error naming neither domain nor task; any
+    reward outside [0, 1] would have been trained on."""
+    class Broken(Toy):
+        def score(self, task, answer):
+            return Score(reward=reward)
+
+    domain = Broken("broken")
+    task = next(iter(domain.tasks("test", n=1)))
+    score = domain.safe_score(task, "1")
+    assert score.error == "GraderError" and not score.ok and score.reward == 0.0
+    assert "toy/broken-v1" in score.error_message and task.id in score.error_message
+    assert Toy().safe_score(task, domain.oracle(task)).ok

@@ -66,3 +66,42 @@ def test_tiny_is_the_configs_own_base_model_whatever_is_probed(tmp_path: Path):
     assert path == setup.base_model_path(cfg, resolve_domains(cfg))  # cached: same path
     only = [get_domain("math/arith-v1")]
     assert not setup.cached_base_model(cfg, only)  # no model of the probed domains alone
+
+
+def test_headroom_of_a_domain_whose_probe_never_scored_reads_n_a(monkeypatch, tmp_path: Path):
+    # every post-probe sample failed to score: n = 0 and no numbers; the log line
+    # formatted None with :.3f and the whole headroom run died with a TypeError
+    import polyrl.eval.headroom as hr
+    import polyrl.train as train
+    from polyrl.eval.evaluate import EvalReport, SampleRow
+
+    calls = []
+
+    def fake_evaluate(policy, doms, **kw):
+        calls.append(1)
+        err = len(calls) > 1
+        rows = [SampleRow(f"t{i}", doms[0].id, 0, 1, None if err else 0.5, None, {},
+                          "SandboxError" if err else None) for i in range(4)]
+        return EvalReport({}, rows)
+
+    class FakeTrainer:
+        def __init__(self, *a, **kw):
+            pass
+
+        def fit(self, on_step=None):
+            return []
+
+    logs: list[str] = []
+
+    class LogHooks(Hooks):
+        def log(self, message: str) -> None:
+            logs.append(message)
+
+    monkeypatch.setattr(hr, "evaluate", fake_evaluate)
+    monkeypatch.setattr(hr.setup, "load_policy", lambda path, cfg: object())
+    monkeypatch.setattr(hr.setup, "eval_tasks", lambda cfg, doms: {})
+    monkeypatch.setattr(train, "Trainer", FakeTrainer)
+    ranked = headroom(load_config(), "unused", [get_domain("math/arith-v1")], probe_steps=1,
+                      n=4, work_dir=tmp_path, hooks=LogHooks())
+    assert ranked[0]["n"] == 0 and ranked[0]["headroom"] is None
+    assert "n/a" in logs[-1]

@@ -44,3 +44,16 @@ def test_not_a_run_dir(tmp_path: Path):
 
     with pytest.raises(FileNotFoundError, match="no summary.json"):
         report(tmp_path)
+
+
+def test_a_rebuilt_summary_resamples_with_the_runs_seed(run_dir: Path):
+    """Without summary.json the summary is rebuilt from the rows: with the run's own
+    ``run.seed`` (the pipeline's bootstrap seed), not 0, so a borderline interval
+    cannot read differently from what the run printed."""
+    from polyrl.config import dump_config, load_config
+    from polyrl.eval.summary import compare, read_rows
+
+    (run_dir / "config.yaml").write_text(dump_config(load_config(overrides=["run.seed=5"])))
+    rows = [read_rows(run_dir / "eval" / f"{k}.jsonl") for k in ("baseline", "post")]
+    assert load_summary(run_dir)["domains"] == compare(*rows, seed=5)
+    assert load_summary(run_dir)["domains"] != compare(*rows, seed=0)

@@ -32,7 +32,10 @@ def test_compare_hand_computed_delta_and_shared_tasks():
     assert out["baseline"] == pytest.approx(0.2)
     assert out["post"] == pytest.approx(0.5)
     assert out["delta"] == pytest.approx(0.3)
-    assert out["delta_ci95"] == [pytest.approx(0.3), pytest.approx(0.3)]  # constant gain
+    # a constant gain on 3 tasks: the bootstrap interval is [0.3, 0.3], but 3 changed tasks
+    # are no evidence at 2.5% (exact sign test p = 1/8), so the interval reaches down to 0
+    assert out["delta_ci95"] == [pytest.approx(0.0), pytest.approx(0.3)]
+    assert verdict(out) == "no"
     assert out["errors"] == {"baseline": 1, "post": 0}
     assert out["baseline_passed"] is None  # no binary verdict in these rows
 
@@ -86,3 +89,30 @@ def test_a_change_that_rounds_to_zero_has_no_minus_sign():
     assert signed(-0.0003) == "+0.000" and signed(-0.0) == "+0.000"
     assert signed(-0.0006) == "-0.001" and signed(0.0203) == "+0.020"
     assert signed(-0.00004, digits=4) == "+0.0000" and signed(-0.2, digits=1) == "-0.2"
+
+
+def test_one_task_or_a_few_changed_tasks_never_make_an_improvement():
+    # one task: no interval at all (it was [+1, +1] and "improved")
+    one = compare([_row("a", 0.0)], [_row("a", 1.0)])["math/arith-v1"]
+    assert one["n"] == 1 and one["delta_ci95"] == [None, None] and verdict(one) == "no"
+    # 4 of 100 tasks gained, none lost: the percentile bootstrap said [+0.010, +0.080]
+    # ("improved"); an exact paired (sign) test gives p = 2**-4 = 0.0625
+    base = [_row(f"t{i}", 0.0) for i in range(100)]
+    post = [_row(f"t{i}", 1.0 if i < 4 else 0.0) for i in range(100)]
+    doms = compare(base, post)
+    assert doms["math/arith-v1"]["delta_ci95"][0] <= 0 and improved(doms) == []
+    # 6 changed tasks, all up, is enough (2**-6 < 0.025)
+    post6 = [_row(f"t{i}", 1.0 if i < 6 else 0.0) for i in range(100)]
+    assert improved(compare(base, post6)) == ["math/arith-v1"]
+
+
+def test_an_interval_end_a_verdict_hangs_on_never_reads_as_zero():
+    from polyrl.eval.summary import ci_text
+
+    assert ci_text(0.0003, 0.02) == "[+0.0003, +0.020]"
+    assert ci_text(-0.02, -0.00041) == "[-0.020, -0.00041]"
+    assert ci_text(0.0, 0.02) == "[+0.000, +0.020]" and ci_text(None, 0.1) == "[n/a, +0.100]"
+    doms = {"a/b-v1": {"n": 100, "baseline": 0.5, "post": 0.51, "delta": 0.01,
+                       "delta_ci95": [0.0003, 0.02]}}
+    md = summary_markdown({"run_id": "r", "domains": doms, "improved_domains": ["a/b-v1"]})
+    assert "[+0.0003, +0.020] | yes" in md

@@ -198,17 +198,24 @@ class Domain(abc.ABC):
     def safe_score(self, task: Task, answer: Answer) -> Score:
         """``score`` with infrastructure/grader errors recorded on the Score.
 
-        A failure gives ``Score(reward=0.0, error=<class name>, error_message=...)``
-        whose ``ok`` is False: callers must not train on it.
+        A failure, or a reward that is no number in [0, 1] (NaN, a plugin's bug), gives
+        ``Score(reward=0.0, error=<class name>, error_message=...)`` whose ``ok`` is
+        False: callers must not train on it.
         """
         try:
-            return self.score(task, answer)
+            score = self.score(task, answer)
         except (TransientError, GraderError) as e:
             return Score(reward=0.0, error=error_class_name(e), error_message=str(e))
         except PolyrlError as e:
             return Score(reward=0.0, error=error_class_name(e), error_message=str(e))
         except Exception as e:
             return Score(reward=0.0, error="GraderError", error_message=f"{e!r}")
+        reward = getattr(score, "reward", None)
+        if not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0:  # NaN too
+            return Score(reward=0.0, error="GraderError", error_message=(
+                f"{self.id}.score() returned reward {reward!r} for task {task.id}: "
+                "want a number in [0, 1]"))
+        return score
 
     def __repr__(self) -> str:
         return f"<Domain {self.id}>"

@@ -20,7 +20,7 @@ from polyrl.domains.base import Domain
 from polyrl.eval import setup
 from polyrl.eval.evaluate import evaluate
 from polyrl.eval.pipeline import Hooks, base_model_with_progress
-from polyrl.eval.summary import compare, signed
+from polyrl.eval.summary import compare, fmt
 
 
 def policy_path(spec: str, cfg: RunConfig, hooks: Hooks | None = None) -> str:
@@ -101,8 +101,8 @@ def _probe(cfg: RunConfig, model_path: str, dom: Domain, probe_steps: int, n: in
                     max_turns=pcfg.rollout.max_turns)
     hooks.end()
     cmp = compare(base.rows, post.rows, binary={dom.id: dom.binary}, seed=pcfg.run.seed)[dom.id]
-    hooks.log(f"{dom.id}: baseline {cmp['baseline']:.3f} -> probe {cmp['post']:.3f} "
-              f"(headroom {signed(cmp['delta'])})")
+    hooks.log(f"{dom.id}: baseline {fmt(cmp['baseline'])} -> probe {fmt(cmp['post'])} "
+              f"(headroom {fmt(cmp['delta'], True)}, n={cmp['n']})")
     return {"domain": dom.id, "n": cmp["n"], "baseline": cmp["baseline"],
             "probe": cmp["post"], "headroom": cmp["delta"], "headroom_ci95": cmp["delta_ci95"],
             "probe_steps": probe_steps}

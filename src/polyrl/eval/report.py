@@ -22,6 +22,7 @@ from typing import Any
 
 from polyrl.eval import plots
 from polyrl.eval.summary import (
+    ci_text,
     compare,
     fmt,
     improved,
@@ -73,15 +74,28 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
         raise FileNotFoundError(f"{run_dir}: no summary.json and no eval/baseline.jsonl")
     b_rows = read_rows(base)
     p_rows = read_rows(post) if post.is_file() else []
+    seed = _run_seed(run_dir)  # the run's own: another resamples to another interval
     if not p_rows:  # run interrupted before the post-RL evaluation: show the baseline only
-        doms = compare(b_rows, b_rows)
+        doms = compare(b_rows, b_rows, seed=seed)
         for v in doms.values():
             v.update(post=None, delta=None, delta_ci95=[None, None], post_ci95=[None, None])
     else:
-        doms = compare(b_rows, p_rows)
+        doms = compare(b_rows, p_rows, seed=seed)
     return {"run_id": run_dir.name, "domains": doms, "improved_domains": improved(doms),
             "regressed_domains": regressed(doms),
             "wall_s": float("nan"), "steps": len(read_metrics(run_dir)), "partial": not p_rows}
+
+
+def _run_seed(run_dir: Path) -> int:
+    """``run.seed`` of the run's ``config.yaml`` (the bootstrap seed its summary used);
+    0 when there is none to read."""
+    try:
+        import yaml
+
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        return int(cfg["run"]["seed"])
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+        return 0
 
 
 def report(run_dir: Path) -> Path:
@@ -124,7 +138,7 @@ def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config
         rows.append(
             f"<tr class='{cls}'><td>{e(dom)}</td><td>{v.get('n')}</td>"
             f"<td>{fmt(v.get('baseline'))}</td><td>{fmt(v.get('post'))}</td>"
-            f"<td>{fmt(v.get('delta'), True)}</td><td>[{fmt(lo, True)}, {fmt(hi, True)}]</td>"
+            f"<td>{fmt(v.get('delta'), True)}</td><td>{ci_text(lo, hi)}</td>"
             f"<td>{cls}</td></tr>")
     figs = []
     for title, path in figures:

@@ -1,7 +1,12 @@
 """Statistics for evaluation: bootstrap intervals, paired bootstrap of a difference, pass@k.
 
 - ``bootstrap_ci``: percentile bootstrap interval of a mean (Efron & Tibshirani,
-  "An Introduction to the Bootstrap", 1993, ch. 13).
+  "An Introduction to the Bootstrap", 1993, ch. 13), *expanded* for small n
+  (Hesterberg, "What Teachers Should Know About the Bootstrap", Am. Stat. 2015,
+  sec. 4.3): the tail mass is ``Phi(-sqrt(n/(n-1)) t_{n-1})`` instead of
+  ``(1 - confidence) / 2``, which undoes the plain percentile interval's narrowness
+  at small n (its false "improved" rate at n = 5 tasks was 3-4x the nominal 2.5%);
+  at n in the hundreds it changes nothing visible.
 - ``paired_bootstrap_ci``: interval of ``mean(after - before)`` resampling *tasks*
   (the same held-out tasks scored twice), so task difficulty cancels out
   (Koehn, "Statistical Significance Tests for Machine Translation Evaluation", 2004).
@@ -17,6 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+MIN_CHANGED = 6
+"""Fewest tasks with a non-zero paired difference for which an exact paired test
+(sign flips) can exclude 0 at one-sided 2.5%: ``2**-5 > 0.025 > 2**-6``. With fewer,
+``paired_bootstrap_ci`` widens its interval to include 0."""
 
 DEFAULT_RESAMPLES = 4000
 """Bootstrap resamples; the interval's Monte-Carlo error is well under 0.005 at n >= 32."""
@@ -62,7 +72,7 @@ def bootstrap_ci(
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, arr.size, size=(resamples, arr.size))  # (R, n)
     means = arr[idx].mean(axis=1)  # (R,)
-    return _percentiles(means, confidence)
+    return _percentiles(means, _expanded_tail(confidence, arr.size))
 
 
 def paired_bootstrap_ci(
@@ -83,6 +93,10 @@ def paired_bootstrap_ci(
     Returns:
         ``(lo, hi)`` of the mean difference; an interval with ``lo > 0`` means the
         improvement is significant at level ``1 - confidence`` (one-sided half).
+        ``(nan, nan)`` for fewer than 2 tasks (one pair says nothing of the spread);
+        widened to include 0 when fewer than ``MIN_CHANGED`` tasks changed (the
+        bootstrap of a few discordant tasks out of many calls 4 of 4 "significant";
+        an exact sign test gives p = 1/16).
 
     Raises:
         ValueError: lengths differ, or values are not finite.
@@ -91,7 +105,13 @@ def paired_bootstrap_ci(
     a = _as_array(after, "after")
     if a.shape != b.shape:
         raise ValueError(f"paired samples differ in length: before {b.size}, after {a.size}")
-    return bootstrap_ci(a - b, confidence=confidence, resamples=resamples, seed=seed)
+    diff = a - b
+    if diff.size < 2:
+        return float("nan"), float("nan")
+    lo, hi = bootstrap_ci(diff, confidence=confidence, resamples=resamples, seed=seed)
+    if int(np.count_nonzero(np.abs(diff) > 1e-12)) < MIN_CHANGED:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    return lo, hi
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -135,7 +155,14 @@ def _check_confidence(confidence: float) -> None:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
 
-def _percentiles(draws: np.ndarray, confidence: float) -> tuple[float, float]:
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(draws, [tail, 100 - tail])
+def _expanded_tail(confidence: float, n: int) -> float:
+    """Tail mass of Hesterberg's expanded percentile interval of a mean of ``n`` values."""
+    from scipy.special import ndtr, stdtrit
+
+    t = float(stdtrit(n - 1, 1 - (1 - confidence) / 2))
+    return float(ndtr(-np.sqrt(n / (n - 1)) * t))
+
+
+def _percentiles(draws: np.ndarray, tail: float) -> tuple[float, float]:
+    lo, hi = np.percentile(draws, [100 * tail, 100 - 100 * tail])
     return float(lo), float(hi)

@@ -3,7 +3,9 @@
 Both evaluations score the *same* held-out tasks (same ids), so the per-domain
 improvement is tested with a paired bootstrap over tasks
 (``polyrl.eval.stats.paired_bootstrap_ci``). A domain counts as *improved* when
-the whole 95% interval of ``post - baseline`` lies above 0.
+the whole 95% interval of ``post - baseline`` lies above 0 (an interval from fewer
+than 2 tasks is n/a, and one from fewer than ``stats.MIN_CHANGED`` tasks whose reward
+changed always includes 0).
 
 ``summary.json`` schema::
 
@@ -146,7 +148,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     for dom, v in doms.items():
         lo, hi = v["delta_ci95"]
         lines.append(f"| {dom} | {v['n']} | {fmt(v['baseline'])} | {fmt(v['post'])} | "
-                     f"{fmt(v['delta'], True)} | [{fmt(lo, True)}, {fmt(hi, True)}] | "
+                     f"{fmt(v['delta'], True)} | {ci_text(lo, hi)} | "
                      f"{verdict(v)} |")
     lines += ["", "n: distinct held-out tasks scored before and after RL; a procedural domain "
               "whose test space is smaller than eval.n_per_domain is scored on all of it."]
@@ -171,6 +173,18 @@ def fmt(x: Any, sign: bool = False, digits: int = 3) -> str:
     if not isinstance(x, (int, float)) or x != x:
         return "n/a"
     return signed(x, digits) if sign else f"{x:.{digits}f}"
+
+
+def ci_text(lo: Any, hi: Any, digits: int = 3) -> str:
+    """``[lo, hi]`` with signs (``fmt``); an end off 0 that would read ``+0.000``, the
+    one a verdict may hang on (``[+0.000, +0.020] yes``), gets 2 significant figures."""
+    def end(x: Any) -> str:
+        text = fmt(x, True, digits)
+        if text != "n/a" and x != 0 and float(text) == 0:
+            return f"{x:+.2g}"
+        return text
+
+    return f"[{end(lo)}, {end(hi)}]"
 
 
 def signed(x: float, digits: int = 3) -> str:
