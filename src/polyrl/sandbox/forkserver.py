@@ -16,8 +16,9 @@ child holding another's data).
 Thread-safe: any number of threads may call :meth:`ForkServer.run_python`; at most
 ``workers`` programs run at once. Up to ``2 * workers`` requests are handed to the
 server, which forks and isolates the extra ones ahead (they wait at a gate, so a freed
-slot is refilled without a round trip to the host or a fork: +8-10% executions/s,
-measured); the rest wait in the host. Waiting is not counted in an
+slot is refilled without a round trip to the host or a fork on its path: trivial
+executions +8-15%/s, the HumanEval checks within noise, measured side by side); the
+rest wait in the host. Waiting is not counted in an
 execution's wall time. If the server dies, pending calls raise ``SandboxError`` and
 the next call starts a new server.
 """
