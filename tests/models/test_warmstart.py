@@ -110,3 +110,32 @@ def test_build_base_model_is_cached(tmp_path: Path):
     assert cache_key(tiny, ["x/a-v1"], 0) != cache_key(tiny, ["x/b-v1"], 0)
     other = tiny.model_copy(update={"cache_dir": "/elsewhere"})
     assert cache_key(other, ["x/a-v1"], 0) == cache_key(tiny, ["x/a-v1"], 0)
+
+
+def test_a_warm_start_cut_short_by_its_time_budget_says_so_when_built_and_reused(
+        tmp_path: Path):
+    """On a busy machine the warm start hit its time cap after 90 of 600 steps; that
+    weaker model was cached and reused by every later run, with no word of it."""
+    tiny = TinyModelSection(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                            warm_start_s=0.01, warm_start_steps=500, cache_dir=str(tmp_path))
+    logs: list[str] = []
+    path = build_base_model(tiny, ["x/a-v1"], lambda: DEMOS, log=logs.append)
+    reused: list[str] = []
+    assert build_base_model(tiny, ["x/a-v1"], lambda: DEMOS, log=reused.append) == path
+    for lines in (logs, reused):
+        warning = [line for line in lines if line.startswith("warning:")]
+        assert len(warning) == 1 and "of 500 steps" in warning[0], lines
+        assert f"delete {path}" in warning[0]
+    done = tiny.model_copy(update={"warm_start_s": 30.0, "warm_start_steps": 2,
+                                   "cache_dir": str(tmp_path / "b")})
+    quiet: list[str] = []
+    build_base_model(done, ["x/a-v1"], lambda: DEMOS, log=quiet.append)
+    assert not [line for line in quiet if line.startswith("warning:")], quiet
+
+
+def test_a_busy_machine_is_named_before_a_run():
+    from polyrl.cli.run import busy_machine_note
+
+    assert busy_machine_note(load=5.1, cpus=2).startswith("note: this machine is busy")
+    assert "5.1 on 2 CPUs" in busy_machine_note(load=5.1, cpus=2)
+    assert busy_machine_note(load=0.4, cpus=2) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,32 @@ class RichHooks:
             self._bar = None
 
 
+def busy_machine_note(load: float | None = None, cpus: int | None = None) -> str | None:
+    """A warning when other processes already keep the CPUs busy (1-minute load average
+    ``load`` >= half of ``cpus``; default: this machine's), else None. Torch's threads
+    compete with them: measured, a warm start ran ~10x slower (90 steps in 150 s, 600
+    when idle) with two busy processes beside it on 2 CPUs."""
+    from polyrl.sandbox import available_cpus
+
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            return None
+    cpus = cpus or available_cpus()
+    if load < cpus / 2:
+        return None
+    return (f"note: this machine is busy (load average {load:.1f} on {cpus} CPUs): the "
+            "warm start and RL compete for the CPUs and do fewer steps in their time "
+            "budgets (the README's figures are for an idle machine)")
+
+
 def _finish(run_dir: Path) -> None:
     from polyrl.eval.pipeline import RunBusyError, RunInterrupted, run_main_job
 
+    note = busy_machine_note()
+    if note:
+        log(note)
     try:
         summary = run_main_job(run_dir, RichHooks())
     except RunInterrupted as e:
