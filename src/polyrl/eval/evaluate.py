@@ -267,7 +267,12 @@ def _sample_and_score(policy: Any, domain: Domain, tasks: list[Task], samples: i
 
 def aggregate(domain_id: str, rows: Sequence[SampleRow], samples: int, *, binary: bool,
               seed: int = 0) -> DomainResult:
-    """Per-domain aggregate of scored rows (see ``DomainResult``); errored rows are left out."""
+    """Per-domain aggregate of scored rows (see ``DomainResult``); errored rows are left out.
+
+    pass@k (unbiased, arXiv 2107.03374) is reported for k up to the fewest scored samples
+    of any task: one errored sample of one task turns a pass@10 into pass@9 for the
+    domain (each estimate stays unbiased; a task's k cannot exceed its samples).
+    """
     by_task: dict[str, list[SampleRow]] = {}
     for r in rows:
         by_task.setdefault(r.task_id, []).append(r)
