@@ -151,7 +151,7 @@ def headroom(
     from polyrl.cli.run import RichHooks
     from polyrl.eval.headroom import headroom as run_headroom
     from polyrl.eval.headroom import policy_path
-    from polyrl.eval.summary import fmt
+    from polyrl.eval.summary import ci_text, fmt
 
     _at_least("--probe-steps", probe_steps, 1)
     _at_least("--n", n, 1)
@@ -169,7 +169,7 @@ def headroom(
         lo, hi = r["headroom_ci95"]
         typer.echo(f"{r['rank']:<5}{r['domain']:<24}{_fmt(r['baseline']):>9}"
                    f"{_fmt(r['probe']):>9}{fmt(r['headroom'], True):>10}  "
-                   f"[{fmt(lo, True)}, {fmt(hi, True)}]",
+                   f"{ci_text(lo, hi)}",
                    err=json_)
     if json_:
         typer.echo(json.dumps({"policy": policy, "probe_steps": probe_steps, "domains": ranked}))

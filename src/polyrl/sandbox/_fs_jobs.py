@@ -205,13 +205,10 @@ def _cleaner(todo, done_w):
 
 
 def _remove(jobdir):
-    try:  # the usual case: the program left nothing behind
-        os.rmdir(jobdir + "/w")
-        os.rmdir(jobdir + "/t")
+    if _remove_if_empty(jobdir):  # the usual case: the program left nothing behind
+        return
+    try:  # directories the program made read-only too: the space must come back
+        _empty(jobdir)  # noqa: F821 (from _fs_exec_isolation.py)
         os.rmdir(jobdir)
     except OSError:
-        try:  # directories the program made read-only too: the space must come back
-            _empty(jobdir)  # noqa: F821 (from _fs_exec_isolation.py)
-            os.rmdir(jobdir)
-        except OSError:
-            shutil.rmtree(jobdir, ignore_errors=True)
+        shutil.rmtree(jobdir, ignore_errors=True)

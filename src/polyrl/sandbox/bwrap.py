@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from polyrl.sandbox import etcview, hostview
 from polyrl.sandbox import seccomp as seccomp_filter
-from polyrl.sandbox.limits import Limits, raise_oom_score
+from polyrl.sandbox.limits import OOM_SCORE_ADJ, Limits, raise_oom_score
 
 WORKSPACE = "/workspace"
 
@@ -117,7 +117,7 @@ spec = json.loads(sys.argv[1])
 libc = ctypes.CDLL(None, use_errno=True)
 try:  # the OOM killer's first choice (limits.raise_oom_score); before setns, while
     with open("/proc/self/oom_score_adj", "w") as f:  # root may also pin it there
-        f.write("1000")
+        f.write(str(spec["oom_score_adj"]))
 except OSError:
     pass
 for fd, flag in ((spec["userns_fd"], 0x10000000), (spec["mntns_fd"], 0x00020000)):
@@ -292,7 +292,8 @@ def prepare(
     fallback = None
     if view is not None:
         spec = json.dumps({"userns_fd": view.userns_fd, "mntns_fd": view.mntns_fd,
-                           "slot": slot.slot if slot is not None else None, "rlimits": rl})
+                           "slot": slot.slot if slot is not None else None, "rlimits": rl,
+                           "oom_score_adj": OOM_SCORE_ADJ})
         fallback = ([python, "-S", "-c", _TRAMPOLINE, spec] + args,
                     (view.userns_fd, view.mntns_fd))
     on_kill = None

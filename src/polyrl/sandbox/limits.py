@@ -188,7 +188,7 @@ def raise_oom_score() -> None:
     except OSError:
         return
     try:
-        os.write(fd, b"1000")
+        os.write(fd, str(OOM_SCORE_ADJ).encode())
     except OSError:
         pass
     finally:
