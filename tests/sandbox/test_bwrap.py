@@ -10,6 +10,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from polyrl.sandbox import Limits, Sandbox
 
 from .conftest import is_warm, tmp_skeleton
@@ -218,10 +220,21 @@ def test_proc_shows_only_sandbox(sb: Sandbox):
     res = sb.run_python("import os; print(sorted(int(p) for p in os.listdir('/proc') "
                         "if p.isdigit()), os.getpid())")
     pids, me = res.stdout.rsplit(" ", 1)
-    if is_warm(sb):  # the warm sandbox's server is pid 1, the program a child of it
-        assert eval(pids) == [1, int(me)]
-    else:
-        assert eval(pids) == [1] and int(me) == 1
+    # pid 1 is the warm sandbox's server or the cold init; the program is a child of it
+    assert eval(pids) == [1, int(me)]
+
+
+@pytest.mark.parametrize("code, status", [
+    ("import os, signal; os.kill(os.getpid(), signal.SIGTERM); print('survived')",
+     (None, 15)),
+    ("import os; os.abort()", (None, 6)),
+])
+def test_a_program_is_no_init_in_any_sandbox(sb: Sandbox, code: str, status: tuple):
+    """Warm or cold, the program is no pid 1 (which ignores the signals it sends itself
+    without a handler: abort() died of SIGSEGV, a SIGTERM was survived)."""
+    res = sb.run_python(code)
+    assert (res.exit_code, res.signal) == status, res
+    assert "survived" not in res.stdout
 
 
 def test_planted_symlink_cannot_read_host_file(sb: Sandbox, tmp_path: Path):

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from polyrl.errors import ConfigError, SandboxError
-from polyrl.sandbox import ForkServer, Limits, Sandbox
+from polyrl.sandbox import ForkServer, Limits, Sandbox, coldinit
 from polyrl.sandbox.warm import warm_pool
 
 from .conftest import fill_inodes, is_warm, tmp_skeleton
@@ -164,12 +164,20 @@ def test_sandboxes_started_by_a_thread_that_ended_keep_running():
         fs.close()
 
 
+_COLD_OR_WARM = """
+import os
+init = open("/proc/1/cmdline", "rb").read()
+# a cold execution runs under the cold init (see coldinit.init_fd), or is pid 1
+print("cold" if init.startswith(b"/proc/self/fd/") or os.getpid() == 1 else "warm")
+"""
+
+
 def test_cold_when_warm_sandboxes_are_unavailable():
     sb = Sandbox(limits=Limits(timeout_s=10, max_file_mib=31))  # a pool of its own
     pool = warm_pool(sb.python, 31)
     pool.unavailable = "pretend this kernel lacks Landlock"
-    res = sb.run_python("import os; print(os.getpid())")
-    assert res.stdout == "1\n"  # bwrap --as-pid-1: a cold execution
+    res = sb.run_python(_COLD_OR_WARM)
+    assert res.stdout == "cold\n", res
     assert not is_warm(sb)
     assert Sandbox(limits=Limits(max_file_mib=31), warm=False).warm is False
 
@@ -177,16 +185,17 @@ def test_cold_when_warm_sandboxes_are_unavailable():
 def test_limits_above_the_warm_servers_own_run_cold(warm: Sandbox):
     """A warm child cannot raise its rlimits above its server's hard limits: such an
     execution runs cold, with exactly the limits asked for (never a silent failure)."""
-    code = "import os, resource; print(os.getpid(), resource.getrlimit(resource.RLIMIT_NPROC)[0])"
+    code = _COLD_OR_WARM + "import resource; print(resource.getrlimit(resource.RLIMIT_NPROC)[0])"
     big = Limits(timeout_s=10, cpu_s=10, max_pids=5000)
-    pid, nproc = map(int, warm.run_python(code, limits=big).stdout.split())
-    assert pid == 1  # cold; its RLIMIT_NPROC also counts bwrap's monitor (same user)
-    assert nproc == 5001 if os.geteuid() == 0 else nproc > 5000
-    cpu = "import os, resource; print(os.getpid(), resource.getrlimit(resource.RLIMIT_CPU)[0])"
+    kind, nproc = warm.run_python(code, limits=big).stdout.split()
+    # cold; its RLIMIT_NPROC also counts bwrap's monitor and the cold init (same user)
+    assert kind == "cold"
+    init = coldinit.init_fd() is not None
+    assert int(nproc) == 5001 + init if os.geteuid() == 0 else int(nproc) > 5000
+    cpu = _COLD_OR_WARM + "import resource; print(resource.getrlimit(resource.RLIMIT_CPU)[0])"
     huge = Limits(timeout_s=10, cpu_s=1e20)  # beyond what an rlimit holds: no limit
-    assert warm.run_python(cpu, limits=huge).stdout == f"1 {resource.RLIM_INFINITY}\n"
-    assert warm.run_python(code).stdout.split()[1] == "64"
-    assert warm.run_python(code).stdout.split()[0] != "1"  # warm again
+    assert warm.run_python(cpu, limits=huge).stdout == f"cold\n{resource.RLIM_INFINITY}\n"
+    assert warm.run_python(code).stdout == "warm\n64\n"  # warm again
 
 
 def test_concurrent_executions_get_their_own_sandboxes():

@@ -95,10 +95,17 @@ Limitations (real hazards, read before trusting a verdict):
   message (MemoryError, EAGAIN from fork); the kernel only makes the call fail.
 - Cold executions: bwrap reports "killed by signal N" as exit code 128+N, so a program
   that *exits* with 129..192 is recorded as killed by a signal (``exit_code=None``).
-- In a cold execution the program runs as pid 1 of its pid namespace (bwrap ``--as-pid-1``, so that its CPU
-  time and peak memory reach ``wait4``): signals it sends *itself* without a handler
-  (``os.kill(os.getpid(), SIGTERM)``, ``raise(SIGABRT)``) are ignored by the kernel;
-  faults (SIGSEGV, SIGFPE...) and the sandbox's own kills work normally.
+- In a cold execution pid 1 of the pid namespace is polyrl's init (``coldinit``: ~1 kB
+  of machine code, run by bwrap ``--as-pid-1``), which forks the program (pid 2), reaps
+  orphans, blocks every signal (the host's SIGTERM reaches the program, which gets its
+  grace period) and exits as the program did; the program's CPU time and peak memory
+  reach ``wait4`` through it. So the program is an ordinary process, as in a warm
+  execution: the signals it sends itself act (``abort()`` is SIGABRT). Without the init
+  (not x86_64, or a kernel refusing to execute a memfd) the program itself is pid 1:
+  the kernel then ignores the signals it sends *itself* without a handler
+  (``os.kill(os.getpid(), SIGTERM)`` goes on, ``abort()`` ends in SIGSEGV) and its
+  orphans stay zombies counted in ``max_pids``. In warm and fork-server executions the
+  program is the subreaper of its own processes: orphans are its own to reap.
 - Warm sandboxes (the default of ``Sandbox.run`` / ``run_python`` on bwrap, without
   ``network``; ``Sandbox(warm=False)`` or ``sandbox.warm: false`` turns them off; needs
   Landlock ABI >= 2, Linux >= 5.19, else every execution is cold): one bwrap sandbox per concurrent

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from polyrl.sandbox import etcview, hostview
+from polyrl.sandbox import coldinit, etcview, hostview
 from polyrl.sandbox import seccomp as seccomp_filter
 from polyrl.sandbox.limits import OOM_SCORE_ADJ, Limits, raise_oom_score
 
@@ -211,6 +211,7 @@ def prepare(
     seccomp: bool = True,
     nofile: int = 1024,
     namespaces: tuple[int, int] | None = None,
+    init: bool = False,
 ) -> Prepared:
     """Build the bwrap command line and child setup for one execution.
 
@@ -228,6 +229,8 @@ def prepare(
         namespaces: ``(userns_fd, mntns_fd)`` to start bwrap in (a session keeper's,
             ``polyrl.sandbox.keeper``: its tmpfs covers ``workspace_path``) instead of
             the host view's (root) or ours. The descriptors must stay open until the start.
+        init: run ``argv`` under polyrl's cold init (``polyrl.sandbox.coldinit``: pid 1,
+            the program pid 2) where this machine has it; else the program is pid 1.
 
     Raises:
         SandboxUnavailableError: bwrap or the host view is not available.
@@ -262,10 +265,14 @@ def prepare(
         args += ["--bind" if writable else "--ro-bind", host, inside]
     pass_fds: tuple[int, ...] = ()
     cleanup: list[Callable[[], None]] = []
+    init_fd = coldinit.init_fd() if init else None
+    if init_fd is not None:  # bwrap executes it as pid 1; it closes its own descriptor
+        argv = [f"/proc/self/fd/{init_fd}", *argv]
+        pass_fds = (init_fd,)
     filter_fd = seccomp_filter.filter_fd() if seccomp else None
     if filter_fd is not None:
         args += ["--seccomp", str(filter_fd)]
-        pass_fds = (filter_fd,)
+        pass_fds += (filter_fd,)
         cleanup.append(functools.partial(os.close, filter_fd))
     # /dev and the sandbox's own root tmpfs: nothing writable but /workspace, /tmp and
     # /dev/shm
@@ -274,8 +281,10 @@ def prepare(
 
     rl = limits.rlimits(nofile=nofile)
     # RLIMIT_NPROC counts bwrap's own monitor process outside the sandbox (same user),
-    # and, without a private uid, every other process of this user on the host
-    extra = 1 + (0 if slot is not None else _count_user_processes(os.getuid()))
+    # and the cold init, and, without a private uid, every other process of this user on
+    # the host
+    extra = 1 + (init_fd is not None) + (
+        0 if slot is not None else _count_user_processes(os.getuid()))
     rl = [(r, s + extra, h + extra)
           if r == resource.RLIMIT_NPROC and s != resource.RLIM_INFINITY else (r, s, h)
           for r, s, h in rl]

@@ -53,6 +53,7 @@ def host_facts() -> dict[str, str]:
             _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
         "seccomp filter": _seccomp_fact(),
         "landlock": _landlock_fact(),
+        "cold init": _cold_init_fact(),
     }
 
 
@@ -75,6 +76,15 @@ def _landlock_fact() -> str:
     return (f"ABI {abi}: " + ("signals and abstract sockets scoped" if abi >= 6 else
             "no signal scope (Linux < 6.12): fork-server executions get a pid namespace "
             "each; warm sandboxes rely on pid 1 having no signal handler"))
+
+
+def _cold_init_fact() -> str:
+    from polyrl.sandbox.coldinit import init_fd
+
+    if init_fd() is not None:
+        return "polyrl's (cold executions run their program as pid 2)"
+    return (f"none ({os.uname().machine}, or memfds not executable): a cold execution's "
+            "program is pid 1 and ignores the signals it sends itself")
 
 
 def _seccomp_fact() -> str:

@@ -230,7 +230,8 @@ class Sandbox:
             return to_exec_result(argv, raw, lim, started, shell_status=False)
         prep = bwrap_backend.prepare(argv, lim, ws.host_dir, cwd=cwd, slot=slot,
                                      python=self.python, extra_env=env,
-                                     extra_binds=extra_binds, namespaces=namespaces)
+                                     extra_binds=extra_binds, namespaces=namespaces,
+                                     init=True)
         status_r, status_w = os.pipe()
         block_r, block_w = os.pipe()
         os.set_blocking(status_r, False)

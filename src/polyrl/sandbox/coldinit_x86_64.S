@@ -1,0 +1,283 @@
+# polyrl's init for cold sandbox executions (x86_64 Linux, no libc).
+#
+# bwrap runs it as pid 1 of the execution's pid namespace (--as-pid-1):
+#     init PROG ARGS...
+# It forks the program (pid 2) and waits for it, so that:
+#   - the program is not pid 1: the signals it sends itself act as anywhere else
+#     (the kernel drops those a pid 1 has no handler for), and its orphans are reaped;
+#   - its CPU time and peak memory reach bwrap's wait4 (through this process's);
+#   - the host's SIGTERM reaches the program, not this init: every signal is blocked
+#     here (SIGKILL, which cannot be, ends the namespace).
+# When the program ends this init exits with its status: the exit code, or 128 + N
+# for death by signal N (as bwrap reports it). Whatever else runs in the namespace
+# dies with pid 1. The program is looked up in PATH as execvp does; when it cannot be
+# executed the init writes "polyrl sandbox: PROG: REASON" to stderr and exits with 127
+# (not found) or 126, as a shell does.
+#
+# Built into bytes by tests/sandbox/test_coldinit.py (which checks that the bytes in
+# polyrl/sandbox/coldinit.py are this file's): as --64 -o x.o FILE &&
+# objcopy -O binary -j .text x.o x.bin. Position-independent; data is on the stack.
+
+        .intel_syntax noprefix
+        .text
+        .globl _start
+_start:
+        mov     r12, rsp                # [r12] = argc, r12 + 8 = argv
+        # hold no descriptor but 0-2 (this program's own memfd among them)
+        mov     edi, 3
+        mov     esi, -1
+        xor     edx, edx
+        mov     eax, 436                # close_range(3, ~0, 0)
+        syscall
+        test    rax, rax
+        jz      1f
+        mov     ebx, 3                  # kernels < 5.9: close 3..1023 (RLIMIT_NOFILE)
+0:      mov     edi, ebx
+        mov     eax, 3                  # close
+        syscall
+        inc     ebx
+        cmp     ebx, 1024
+        jb      0b
+1:      sub     rsp, 4160               # [rsp] mask, [rsp+8] old mask, [rsp+16] status,
+                                        # [rsp+64, +4160) a path
+        mov     qword ptr [rsp], -1
+        xor     edi, edi                # SIG_BLOCK
+        mov     rsi, rsp
+        lea     rdx, [rsp+8]
+        mov     r10d, 8
+        mov     eax, 14                 # rt_sigprocmask
+        syscall
+        mov     eax, 57                 # fork
+        syscall
+        test    rax, rax
+        jz      child
+        js      forkfail
+        mov     r13, rax                # the program's pid
+reap:   mov     edi, -1
+        lea     rsi, [rsp+16]
+        mov     edx, 0x40000000         # __WALL
+        xor     r10d, r10d
+        mov     eax, 61                 # wait4(-1, &status, __WALL, NULL)
+        syscall
+        cmp     rax, r13
+        je      ended
+        cmp     rax, -4                 # EINTR
+        je      reap
+        test    rax, rax
+        jg      reap                    # an orphan
+        mov     edi, 125                # ECHILD: cannot happen
+        jmp     leave
+ended:  mov     eax, dword ptr [rsp+16]
+        mov     edi, eax
+        and     edi, 0x7f
+        jz      exited
+        add     edi, 128                # killed by signal N: 128 + N
+        jmp     leave
+exited: mov     edi, eax
+        shr     edi, 8
+        and     edi, 0xff
+leave:  mov     eax, 231                # exit_group
+        syscall
+forkfail:
+        mov     ebp, eax                # -errno
+        lea     rbx, [rip+fork_name]
+        jmp     report
+
+child:  mov     edi, 2                  # SIG_SETMASK: the mask this init started with
+        lea     rsi, [rsp+8]
+        xor     edx, edx
+        mov     r10d, 8
+        mov     eax, 14
+        syscall
+        lea     r14, [r12+16]           # &argv[1]
+        mov     rcx, [r12]
+        lea     r15, [r12+rcx*8+16]     # envp
+        mov     rbx, [r14]              # the program's name
+        mov     ebp, -14                # EFAULT: no program
+        test    rbx, rbx
+        jnz     1f
+        lea     rbx, [rip+fork_name+4]  # an empty name
+        jmp     report
+1:
+        mov     ebp, -2                 # ENOENT
+        cmp     byte ptr [rbx], 0
+        je      report
+        mov     rdi, rbx
+scan:   mov     al, [rdi]
+        test    al, al
+        jz      search
+        cmp     al, '/'
+        je      direct
+        inc     rdi
+        jmp     scan
+direct: mov     rdi, rbx
+        mov     rsi, r14
+        mov     rdx, r15
+        mov     eax, 59                 # execve
+        syscall
+        mov     ebp, eax
+        jmp     report
+
+search: mov     r8, r15                 # find PATH= in the environment
+envvar: mov     rsi, [r8]
+        test    rsi, rsi
+        jz      nopath
+        cmp     dword ptr [rsi], 0x48544150     # "PATH"
+        jne     envnext
+        cmp     byte ptr [rsi+4], '='
+        jne     envnext
+        lea     r9, [rsi+5]
+        jmp     entries
+envnext:
+        add     r8, 8
+        jmp     envvar
+nopath: lea     r9, [rip+default_path]
+entries:
+        xor     r13d, r13d              # 1 once an entry gave EACCES
+entry:  lea     rdi, [rsp+64]           # path = entry + "/" + name
+        lea     r10, [rsp+4160-1]       # its end, for the NUL
+        mov     rsi, r9
+copydir:
+        mov     al, [rsi]
+        test    al, al
+        jz      dirend
+        cmp     al, ':'
+        je      dirend
+        cmp     rdi, r10
+        jae     skip
+        mov     [rdi], al
+        inc     rdi
+        inc     rsi
+        jmp     copydir
+dirend: lea     rax, [rsp+64]
+        cmp     rdi, rax                # an empty entry: the current directory
+        je      copyname
+        mov     byte ptr [rdi], '/'
+        inc     rdi
+copyname:
+        mov     rdx, rbx
+namebyte:
+        cmp     rdi, r10
+        jae     skip
+        mov     al, [rdx]
+        mov     [rdi], al
+        inc     rdi
+        inc     rdx
+        test    al, al
+        jnz     namebyte
+        mov     [rsp+24], rsi           # where this entry ended
+        lea     rdi, [rsp+64]
+        mov     rsi, r14
+        mov     rdx, r15
+        mov     eax, 59                 # execve
+        syscall
+        mov     rsi, [rsp+24]
+        cmp     eax, -13                # EACCES: remember, try the next entry
+        jne     notacces
+        mov     r13d, 1
+        jmp     next
+notacces:
+        cmp     eax, -2                 # ENOENT, ENOTDIR, ENODEV, ESTALE, ETIMEDOUT:
+        je      next                    # the next entry
+        cmp     eax, -20
+        je      next
+        cmp     eax, -19
+        je      next
+        cmp     eax, -116
+        je      next
+        cmp     eax, -110
+        je      next
+        mov     ebp, eax                # anything else ends the search
+        jmp     report
+skip:   mov     al, [rsi]               # too long: the next entry
+        test    al, al
+        jz      next
+        cmp     al, ':'
+        je      next
+        inc     rsi
+        jmp     skip
+next:   cmp     byte ptr [rsi], 0
+        je      notfound
+        lea     r9, [rsi+1]
+        jmp     entry
+notfound:
+        mov     ebp, -2
+        test    r13d, r13d
+        jz      report
+        mov     ebp, -13
+
+report: # "polyrl sandbox: NAME: REASON\n" on stderr; exit 127 (ENOENT) or 126
+        lea     rsi, [rip+prefix]
+        mov     edx, 16
+        call    put
+        mov     rsi, rbx
+        xor     edx, edx
+namelen:
+        cmp     byte ptr [rsi+rdx], 0
+        je      1f
+        inc     edx
+        jmp     namelen
+1:      call    put
+        lea     rsi, [rip+colon]
+        mov     edx, 2
+        call    put
+        neg     ebp                     # errno
+        lea     rsi, [rip+reasons]
+find:   movzx   eax, byte ptr [rsi]
+        movzx   edx, byte ptr [rsi+1]
+        add     rsi, 2
+        test    eax, eax
+        jz      found                   # the table's end: the default reason
+        cmp     eax, ebp
+        je      found
+        add     rsi, rdx
+        jmp     find
+found:  call    put
+        lea     rsi, [rip+newline]
+        mov     edx, 1
+        call    put
+        mov     edi, 126
+        cmp     ebp, 2
+        jne     2f
+        mov     edi, 127
+2:      mov     eax, 231                # exit_group
+        syscall
+
+put:    mov     edi, 2                  # write(2, rsi, rdx)
+        mov     eax, 1
+        syscall
+        ret
+
+prefix: .ascii  "polyrl sandbox: "
+colon:  .ascii  ": "
+newline:
+        .ascii  "\n"
+fork_name:
+        .asciz  "fork"
+default_path:
+        .asciz  "/bin:/usr/bin"
+reasons:
+        .byte   2, 25
+        .ascii  "No such file or directory"
+        .byte   13, 17
+        .ascii  "Permission denied"
+        .byte   8, 17
+        .ascii  "Exec format error"
+        .byte   7, 22
+        .ascii  "Argument list too long"
+        .byte   20, 15
+        .ascii  "Not a directory"
+        .byte   21, 14
+        .ascii  "Is a directory"
+        .byte   40, 33
+        .ascii  "Too many levels of symbolic links"
+        .byte   36, 18
+        .ascii  "File name too long"
+        .byte   26, 14
+        .ascii  "Text file busy"
+        .byte   12, 22
+        .ascii  "Cannot allocate memory"
+        .byte   11, 32
+        .ascii  "Resource temporarily unavailable"
+        .byte   0, 14
+        .ascii  "cannot execute"

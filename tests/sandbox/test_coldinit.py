@@ -1,0 +1,152 @@
+"""The cold init (polyrl.sandbox.coldinit): its bytes are its source's, and with it a cold
+execution's program is an ordinary process (not pid 1), as in warm sandboxes."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import polyrl.sandbox as sandbox_pkg
+from polyrl.sandbox import Limits, Sandbox, coldinit
+
+SOURCE = Path(sandbox_pkg.__file__).parent / "coldinit_x86_64.S"
+
+
+@pytest.mark.skipif(not (shutil.which("as") and shutil.which("objcopy")),
+                    reason="needs GNU as and objcopy")
+def test_the_embedded_bytes_are_the_source_assembled(tmp_path: Path):
+    obj, raw = tmp_path / "init.o", tmp_path / "init.bin"
+    subprocess.run(["as", "--64", "-o", str(obj), str(SOURCE)], check=True)
+    relocs = subprocess.run(["objdump", "-r", str(obj)], capture_output=True, text=True)
+    assert "R_X86_64" not in relocs.stdout  # position-independent, as the ELF needs
+    subprocess.run(["objcopy", "-O", "binary", "-j", ".text", str(obj), str(raw)], check=True)
+    assert raw.read_bytes() == coldinit._CODE["x86_64"]
+
+
+def _init() -> int:
+    fd = coldinit.init_fd()
+    if fd is None:  # pragma: no cover - not x86_64, or memfds not executable here
+        pytest.skip("no cold init on this machine")
+    return fd
+
+
+def _run_init(*argv: str, path: str = "/usr/bin:/bin") -> subprocess.CompletedProcess:
+    fd = _init()
+    return subprocess.run([f"/proc/self/fd/{fd}", *argv], capture_output=True,
+                          pass_fds=(fd,), env={"PATH": path}, timeout=30)
+
+
+@pytest.mark.parametrize("argv, status, stderr", [
+    (["sh", "-c", "exit 42"], 42, b""),
+    (["sh", "-c", "kill -TERM $$"], 128 + 15, b""),
+    (["no-such-program-here"], 127,
+     b"polyrl sandbox: no-such-program-here: No such file or directory\n"),
+    (["/no/such/dir/prog"], 127, b"polyrl sandbox: /no/such/dir/prog: No such file or directory\n"),
+    ([""], 127, b"polyrl sandbox: : No such file or directory\n"),
+])
+def test_the_init_runs_the_program_and_exits_as_it_did(argv, status, stderr):
+    res = _run_init(*argv)
+    assert (res.returncode, res.stderr) == (status, stderr)
+
+
+def test_a_file_that_cannot_run_is_126_with_the_reason(tmp_path: Path):
+    plain = tmp_path / "plain"
+    plain.write_text("echo hi\n")  # no execute bit (root needs one too)
+    res = _run_init(str(plain))
+    assert (res.returncode, res.stderr) == (126, f"polyrl sandbox: {plain}: Permission "
+                                                 "denied\n".encode())
+    plain.chmod(0o755)  # no #! line: not run through /bin/sh (as a warm execution)
+    res = _run_init(str(plain))
+    assert (res.returncode, res.stderr) == (126, f"polyrl sandbox: {plain}: Exec format "
+                                                 "error\n".encode())
+
+
+def test_the_init_searches_path_as_execvp_does(tmp_path: Path):
+    (tmp_path / "unexecutable").mkdir()
+    (tmp_path / "unexecutable" / "prog").write_text("#!/bin/sh\necho wrong\n")
+    (tmp_path / "bin").mkdir()
+    prog = tmp_path / "bin" / "prog"
+    prog.write_text("#!/bin/sh\necho found \"$@\"\n")
+    prog.chmod(0o755)
+    # an entry that is missing, one that is a file, one whose match is not executable
+    path = f"/no/such:/etc/hostname:{tmp_path}/unexecutable:{tmp_path}/bin:/usr/bin:/bin"
+    res = _run_init("prog", "a b", path=path)
+    assert (res.returncode, res.stdout) == (0, b"found a b\n")
+    # only the unexecutable match: EACCES, as execvp reports it
+    res = _run_init("prog", path=f"/no/such:{tmp_path}/unexecutable")
+    assert (res.returncode, res.stderr) == (126, b"polyrl sandbox: prog: Permission denied\n")
+
+
+def test_the_init_memfd_is_sealed():
+    fd = _init()
+    with pytest.raises(PermissionError):
+        os.pwrite(fd, b"\x90", 200)
+    seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    assert seals & fcntl.F_SEAL_WRITE and seals & fcntl.F_SEAL_SEAL
+
+
+@pytest.fixture(scope="module")
+def cold() -> Sandbox:
+    _init()
+    return Sandbox(backend="bwrap", limits=Limits(timeout_s=10, cpu_s=10), warm=False)
+
+
+def test_a_cold_program_is_pid_2_under_the_init_and_holds_no_extra_descriptor(cold: Sandbox):
+    res = cold.run_python(
+        "import os\nprint(os.getpid(), os.getppid(), sorted(int(p) for p in os.listdir('/proc')"
+        " if p.isdigit()), sorted(os.listdir('/proc/self/fd')))\n"
+        "for what in ('/proc/1/exe', '/proc/1/fd', '/proc/1/mem'):\n"
+        "    try:\n        open(what, 'rb').read(1) if what != '/proc/1/fd' else os.listdir(what)\n"
+        "        print('READ', what)\n    except OSError as e:\n        print(e.errno)\n")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == "2 1 [1, 2] ['0', '1', '2', '3']", lines  # 3: listdir's own
+    assert not any(line.startswith("READ") for line in lines), lines  # the init is not dumpable
+
+
+def test_the_init_reaps_orphans(cold: Sandbox):
+    """60 orphans (sh exits, its background job ends later) under max_pids 16: as pid
+    1, a Python program reaped none and its 14th os.system failed to fork. (In a warm
+    or fork-server execution the program is the subreaper of its own processes: its
+    orphans are its own to reap.)"""
+    res = cold.run_python("import os\nfor i in range(60):\n"
+                          "    assert os.system('sleep 0.01 &') == 0, i\nprint('done')",
+                          limits=Limits(max_pids=16, timeout_s=20))
+    assert (res.exit_code, res.stdout) == (0, "done\n"), res
+
+
+def test_usage_reaches_the_host_through_the_init(cold: Sandbox):
+    res = cold.run_python("x = bytearray(150 << 20)\nimport time\n"
+                          "while time.process_time() < 0.3:\n    pass\n")
+    assert res.exit_code == 0, res.stderr
+    assert res.cpu_s >= 0.3 and res.peak_memory_mib >= 150, res
+
+
+def test_max_pids_counts_the_init_for_the_program(cold: Sandbox):
+    """The init is one more process of the sandbox's uid: the program keeps its
+    ``max_pids`` (itself included)."""
+    code = ("import os, sys\nkids = []\nfor _ in range(int(sys.argv[1])):\n"
+            "    pid = os.fork()\n    if pid == 0:\n        import time; time.sleep(2); "
+            "os._exit(0)\n    kids.append(pid)\nprint(len(kids))\n")
+    lim = Limits(max_pids=6, timeout_s=10)
+    res = cold.run([cold.python, "-c", code, "5"], limits=lim)
+    assert (res.exit_code, res.stdout) == (0, "5\n"), res
+    res = cold.run([cold.python, "-c", code, "6"], limits=lim)
+    assert res.exit_code != 0 and res.limit_hit == "max_pids", res
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="without a private uid (root) the host's "
+                    "SIGTERM goes to bwrap, which ends the sandbox at once")
+def test_the_host_sigterm_reaches_the_program_not_the_init(cold: Sandbox):
+    """On timeout the program gets SIGTERM and its grace period (the init, with every
+    signal blocked, lives on until the program ends)."""
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: (print('graceful', flush=True), "
+            "sys.exit(3)))\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    res = cold.run_python(code, limits=Limits(timeout_s=1, kill_grace_s=5))
+    assert res.stdout == "ready\ngraceful\n" and res.limit_hit == "timeout_s", res
