@@ -24,6 +24,12 @@ capabilities; as root, every execution also runs as its own unused host uid.
 by name. If bwrap cannot start, ``SandboxUnavailableError`` says why and how to fix it;
 polyrl never falls back to running unisolated. ``polyrl sandbox doctor`` probes the host.
 
+Reproducible on every backend and host: the program starts with umask 022
+(``limits.SANDBOX_UMASK``, not the host's), its input files are 0644 in 0755 folders,
+a session's ``restore()`` gives back the modes it snapshotted, and
+``PYTHONHASHSEED=0`` gives Python's set and dict-of-string orders the same in every
+execution (``Sandbox.run(..., env={"PYTHONHASHSEED": "random"})`` varies them).
+
 Limitations (real hazards, read before trusting a verdict):
 
 - The seccomp filter (``polyrl.sandbox.seccomp``, every execution of every backend

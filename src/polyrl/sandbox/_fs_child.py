@@ -64,7 +64,7 @@ def _fill_workspace(root, files, setup_w, send_root):
         path = f"{root}/{rel}"
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
                 view = memoryview(data)
                 while view:

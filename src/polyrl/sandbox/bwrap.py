@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from polyrl.sandbox import coldinit, etcview, hostview
 from polyrl.sandbox import seccomp as seccomp_filter
-from polyrl.sandbox.limits import OOM_SCORE_ADJ, Limits, raise_oom_score
+from polyrl.sandbox.limits import OOM_SCORE_ADJ, SANDBOX_UMASK, Limits, raise_oom_score
 
 WORKSPACE = "/workspace"
 
@@ -38,6 +38,9 @@ def sandbox_env(extra: dict[str, str] | None = None, python: str | None = None) 
         "TERM": "dumb",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONIOENCODING": "utf-8",
+        # str/bytes hashes (set and dict-of-set orders) the same in every execution, on
+        # every backend and host: a verdict never depends on the hash secret drawn
+        "PYTHONHASHSEED": "0",
         # one thread per numeric library: threads count against max_pids and oversubscribe
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
@@ -126,6 +129,7 @@ for fd, flag in ((spec["userns_fd"], 0x10000000), (spec["mntns_fd"], 0x00020000)
         os._exit(126)
     os.close(fd)
 os.chdir("/")
+os.umask(spec["umask"])
 if spec["slot"] is not None:
     os.setgroups([])
     os.setresgid(spec["slot"], spec["slot"], spec["slot"])
@@ -291,6 +295,7 @@ def prepare(
 
     def preexec() -> None:
         raise_oom_score()  # bwrap and all it starts: the OOM killer's first choice
+        os.umask(SANDBOX_UMASK)
         if view is not None and slot is not None:
             view.enter_as(slot.slot)
         elif view is not None:
@@ -302,7 +307,7 @@ def prepare(
     if view is not None:
         spec = json.dumps({"userns_fd": view.userns_fd, "mntns_fd": view.mntns_fd,
                            "slot": slot.slot if slot is not None else None, "rlimits": rl,
-                           "oom_score_adj": OOM_SCORE_ADJ})
+                           "oom_score_adj": OOM_SCORE_ADJ, "umask": SANDBOX_UMASK})
         fallback = ([python, "-S", "-c", _TRAMPOLINE, spec] + args,
                     (view.userns_fd, view.mntns_fd))
     on_kill = None

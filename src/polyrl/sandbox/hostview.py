@@ -146,6 +146,7 @@ _HELPER = r"""
 import ctypes, os, sys, json
 libc = ctypes.CDLL(None, use_errno=True)
 spec = json.loads(sys.argv[1])
+os.umask(0o022)  # what it makes must be traversable by the slot uids, whatever the host's umask
 def chk(r, what):
     if r != 0:
         e = ctypes.get_errno(); raise OSError(e, what + ": " + os.strerror(e))

@@ -179,6 +179,12 @@ is dumpable (cold executions: bwrap does not clear it) may lower its own back to
 warm-sandbox and fork-server programs cannot."""
 
 
+SANDBOX_UMASK = 0o022
+"""The file-mode creation mask every sandboxed program (and server) starts with, whatever
+the host's: a host umask of 077 made a sandboxed ``mkfifo`` 0600 instead of 0640, so the
+same program gave other file modes on another host."""
+
+
 def raise_oom_score() -> None:
     """Make the calling process, and everything it starts, the OOM killer's first choice
     (``OOM_SCORE_ADJ``; raising it needs no privilege). Best effort: a kernel without the

@@ -12,7 +12,7 @@ import resource
 import sys
 
 from polyrl.sandbox.bwrap import Prepared, _count_user_processes, sandbox_env
-from polyrl.sandbox.limits import Limits, raise_oom_score
+from polyrl.sandbox.limits import SANDBOX_UMASK, Limits, raise_oom_score
 
 
 def prepare(
@@ -41,6 +41,7 @@ def prepare(
 
     def preexec() -> None:
         raise_oom_score()
+        os.umask(SANDBOX_UMASK)
         os.chdir(inner)
         for r, soft, hard in rl:
             resource.setrlimit(r, (soft, hard))

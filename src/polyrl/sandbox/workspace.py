@@ -124,6 +124,7 @@ class Workspace:
                 os.set_blocking(fd, True)
                 os.ftruncate(fd, 0)
                 os.write(fd, data) if data else None
+                os.fchmod(fd, 0o644)  # whatever the host's umask
                 if self.uid is not None:
                     os.fchown(fd, self.uid, self.uid)
             finally:
@@ -139,9 +140,11 @@ class Workspace:
         fd = os.open(self.path, _DIR_FLAGS)
         try:
             for part in rel.split("/")[:-1]:
+                made = False
                 if create:
                     try:
                         os.mkdir(part, 0o755, dir_fd=fd)
+                        made = True
                         if self.uid is not None:
                             os.chown(part, self.uid, self.uid, dir_fd=fd,
                                      follow_symlinks=False)
@@ -153,6 +156,8 @@ class Workspace:
                     raise _link_error(e, f"workspace path {rel!r} goes through a symlink") from e
                 os.close(fd)
                 fd = nfd
+                if made:
+                    os.fchmod(fd, 0o755)  # whatever the host's umask
         except BaseException:
             os.close(fd)
             raise
@@ -261,7 +266,8 @@ def _link_copier() -> Callable[[str, str], str]:
     def copy(src: str, dst: str) -> str:
         st = os.lstat(src)
         if stat.S_ISFIFO(st.st_mode):  # a named pipe holds no data: made anew
-            os.mkfifo(dst, stat.S_IMODE(st.st_mode) & 0o777)
+            os.mkfifo(dst, 0o600)
+            os.chmod(dst, stat.S_IMODE(st.st_mode) & 0o777)  # whatever the host's umask
             return dst
         if not stat.S_ISREG(st.st_mode):  # a socket (nothing listens on it once its
             return dst  # step is over) or a device node: nothing to copy, left out
