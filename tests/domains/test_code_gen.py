@@ -81,3 +81,24 @@ def test_a_constant_answer_passes_few_tests() -> None:
             fractions[(template, const)].append(score.components["tests_passed"])
     for key, values in fractions.items():
         assert sum(values) / len(values) < 0.6, (key, values)
+
+
+def test_trivial_answers_fail_the_palindrome_and_duplicate_tasks() -> None:
+    """Short random lists rarely held a duplicate (``return xs`` passed 74% of the
+    duplicate-removal tests, all of them on 16% of those tasks) and 3 of the 10 words were
+    palindromes (``return False`` passed 70% of the palindrome tests)."""
+    picked = [t for t in DOMAIN.tasks("test", difficulty=2, n=120, seed=5)
+              if t.reference == "s==s[::-1]"]
+    picked += [t for t in DOMAIN.tasks("test", difficulty=3, n=60, seed=5)
+               if "without duplicates" in t.prompt[0]["content"]]
+    assert len(picked) >= 10
+    fractions: dict[tuple[int, str], list[float]] = {}
+    for task in picked:
+        for body in ("args[0]", "False", "True"):
+            score = DOMAIN.score(task, f"```python\ndef f(*args):\n    return {body}\n```")
+            assert not score.passed, (task.id, body)
+            fractions.setdefault((task.difficulty, body), []).append(
+                score.components["tests_passed"])
+        assert DOMAIN.score(task, task.reference).reward == pytest.approx(1.0)
+    for key, values in fractions.items():
+        assert sum(values) / len(values) < 0.6, (key, values)

@@ -41,7 +41,7 @@ def test_difficulty_one_is_short_and_reward_is_dense() -> None:
     wrong = gold + 30
     score = DOMAIN.score(task, f"{wrong:g}")
     assert score.components["f1"] == 0.0
-    assert score.reward == pytest.approx(0.2 / (1 + 30 / max(gold, 1)))
+    assert score.reward == pytest.approx(0.2 * max(0.0, 1 - 30 / max(gold, 1)))
 
 
 def test_listing_both_values_never_beats_committing_to_one() -> None:
@@ -84,3 +84,26 @@ def test_listing_every_candidate_earns_no_f1(level: int) -> None:
             continue  # every subsidiary qualifies: the list is the gold
         assert DOMAIN.score(task, "Answer: " + " | ".join(listed)).reward == 0.0
         assert DOMAIN.score(task, "Answer: " + " | ".join(listed[::-1])).reward == 0.0
+
+
+def test_a_constant_answer_earns_no_closeness() -> None:
+    # closeness was 1 / (1 + relative error): 'Answer: 0' earned 0.5 of it, reward 0.1 on
+    # every one-number task without reading the document
+    from polyrl.domains.finance.gen import FinanceGenDomain
+
+    domain = FinanceGenDomain()
+    for task in domain.tasks("train", difficulty=[1, 2, 3], n=30, seed=3):
+        assert domain.score(task, task.reference).reward == 1.0
+        assert domain.score(task, "Answer: 0").reward == 0.0
+
+
+def test_a_fixed_count_rarely_answers_a_count_question() -> None:
+    # 'In how many years was the change in working capital negative?' was 3 in 43% of
+    # tasks: 'Answer: 3', document unread, scored 0.50 on them
+    tasks = [t for t in DOMAIN.tasks("train", difficulty=4, n=400, seed=11)
+             if "In how many years" in t.prompt[0]["content"]]
+    assert len(tasks) >= 30
+    for guess in range(5):
+        scores = [DOMAIN.score(t, f"Answer: {guess}") for t in tasks]
+        assert sum(s.passed for s in scores) / len(scores) < 0.35, guess
+    assert all(DOMAIN.score(t, t.reference).reward == 1.0 for t in tasks)

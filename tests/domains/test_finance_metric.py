@@ -76,6 +76,9 @@ def test_token_f1_and_numeracy() -> None:
 
 def test_closeness_shaping() -> None:
     gold = [make_item("530")]
-    assert closeness([make_item("500")], gold, 0.0) == pytest.approx(530 / 560)
+    assert closeness([make_item("500")], gold, 0.0) == pytest.approx(500 / 530)
+    # a constant earns nothing: 1 / (1 + relative error) gave '0' half the term
+    assert closeness([make_item("0")], gold, 0.0) == 0.0
+    assert closeness([make_item("-530")], gold, 0.0) == 0.0
     assert closeness([make_item("n/a")], gold, 0.0) == 0.0
     assert closeness([make_item("a")], [make_item("a"), make_item("b")], 0.5) == 0.5

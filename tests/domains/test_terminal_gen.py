@@ -105,3 +105,20 @@ def test_deleting_the_repository_fails_the_tag_step(tmp_path: Path) -> None:
         assert domain.score(task, task.reference).reward == 1.0
         for attack in ("rm -rf repo", "rm -rf repo/.git"):
             assert domain.score(task, attack).reward == 0.0
+
+
+def test_a_fixed_product_count_is_rarely_right(tmp_path: Path) -> None:
+    # The products count was 5 or 6 in 84% of tasks (6 product names): 'echo 5 >
+    # products.txt', without reading stock.csv, passed 44% of these steps.
+    import random
+    from collections import Counter
+
+    from polyrl.domains.terminal.steps_b import d_products
+
+    counts = Counter(d_products(random.Random(i)).check.rsplit("==", 1)[1].strip()
+                     for i in range(1000))
+    assert max(counts.values()) < 200, counts
+    domain = TerminalGenDomain(cache_dir=tmp_path)
+    for task in _generated(tmp_path, "data", "distinct products", 3):
+        assert domain.score(task, task.reference).reward == 1.0
+        assert domain.score(task, "echo 0 > products.txt").reward == 0.0

@@ -73,7 +73,24 @@ def d2(rng: random.Random) -> Problem:
     inputs = [(w,) for w in rng.sample(words, 8)]
     expr = rng.choice(["s[::-1]", "s.upper()", "s+s", f"s*{a}", "len(s)", f"len(s)*{a}",
                        "s[0]", "s[-1]", "s[1:]", "s==s[::-1]", f"s+'{'!?'[b % 2]}'"])
+    if expr == "s==s[::-1]":
+        inputs = _palindrome_words(rng)
     return _one_liner(expr, inputs, arg="s")
+
+
+_PALINDROMES = ["level", "noon", "a", "racecar", "abba", "kayak", "refer", "madam", "wow"]
+_NOT_PALINDROMES = ["cat", "hello", "ab", "xyz", "polyrl", "data", "tree", "ball", "moon"]
+
+
+def _palindrome_words(rng: random.Random) -> list[tuple[Any]]:
+    """Words for the palindrome test: 1 palindrome of the 3 shown, 2 or 3 of the 5 graded (3
+    in the 10 plain words were, so ``return False`` passed 70% of these tests)."""
+    k = rng.choice((2, 3))
+    pal, other = rng.sample(_PALINDROMES, 1 + k), rng.sample(_NOT_PALINDROMES, 7 - k)
+    shown, graded = [pal[0], *other[:2]], [*pal[1:], *other[2:]]
+    rng.shuffle(shown)
+    rng.shuffle(graded)
+    return [(w,) for w in shown + graded]
 
 
 def _lists(rng: random.Random, n: int, size: tuple[int, int] = (0, 8)) -> list[tuple[Any]]:
@@ -99,12 +116,25 @@ _D3: list[tuple[str, str, str]] = [
 ]
 
 
+def _dup_lists(rng: random.Random, n: int) -> list[tuple[Any]]:
+    """Lists for the duplicate removal with 1-3 repeats planted in each non-empty one
+    (short random lists rarely held one: ``return xs`` passed 74% of these tests, all of
+    them on 16% of the tasks)."""
+    out = []
+    for (xs,) in _lists(rng, n):
+        for _ in range(rng.randint(1, 3) if xs else 0):
+            xs.insert(rng.randint(0, len(xs)), rng.choice(xs))
+        out.append((xs,))
+    return out
+
+
 def d3(rng: random.Random) -> Problem:
     """A short function over a list of ints, specified in words."""
     spec, arg, body = rng.choice(_D3)
     k = rng.randint(2, 5)
+    inputs = _dup_lists(rng, 10) if "without duplicates" in spec else _lists(rng, 10)
     return Problem(spec.replace("{k}", str(k)), f"def f({arg}):\n", body.replace("{k}", str(k)),
-                   _lists(rng, 10))
+                   inputs)
 
 
 def _words(rng: random.Random, n: int) -> list[tuple[Any]]:

@@ -134,9 +134,12 @@ def em_f1(pred_items: list[Item], gold_items: list[Item],
 
 
 def closeness(pred_items: list[Item], gold_items: list[Item], f1: float) -> float:
-    """Shaping term: for a one-number gold ``1 / (1 + |p - g| / max(|g|, 1))`` with ``p``
+    """Shaping term: for a one-number gold ``max(0, 1 - |p - g| / max(|g|, 1))`` with ``p``
     the first predicted number (0 when none), compared in the gold's own units; for any
-    other gold it is the bag ``f1``, so the term never penalises a right answer.
+    other gold it is the bag ``f1``, so the term never penalises a right answer. A guess
+    off by the gold's size or more earns nothing: with ``1 / (1 + relative error)``,
+    ``Answer: 0`` earned 0.5 of it (reward 0.1 on every one-number finance/gen task, no
+    work done), more than any answer off by over 100% or of the wrong sign.
     """
     if len(gold_items) != 1 or gold_items[0].value is None:
         return f1
@@ -146,4 +149,4 @@ def closeness(pred_items: list[Item], gold_items: list[Item], f1: float) -> floa
     g = gold_items[0].value.value
     if f1 == 1.0:
         return 1.0
-    return 1.0 / (1.0 + abs(nums[0].value - g) / max(abs(g), 1.0))
+    return max(0.0, 1.0 - abs(nums[0].value - g) / max(abs(g), 1.0))
