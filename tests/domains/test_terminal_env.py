@@ -29,6 +29,9 @@ def test_grade_output_pytest_summary_tap_and_no_exit_code_fallback() -> None:
     assert grade_output(res("1 failed, 1 passed, 2 errors in 2.50s", 1), "pytest") == \
         (0.25, 1, 4)
     assert grade_output(res("ok 1 - a\nnot ok 2 - b\nok 3 - c\n")) == (2 / 3, 2, 3)
+    # a plan counts the tests a report cut short never reached
+    assert grade_output(res("1..4\nok 1 - a\nok 2 - b\n")) == (0.5, 2, 4)
+    assert grade_output(res("1..0\n")) == (0.0, 0, 0)
     # silence (or an exit status alone) never scores
     assert grade_output(res("", 0)) == (0.0, 0, 0)
     assert grade_output(res("", 0), "pytest") == (0.0, 0, 0)
@@ -156,6 +159,20 @@ def test_agent_code_cannot_patch_the_grader_memory(tmp_path: Path) -> None:
     plant = f"cat > stats.py <<'EOF'\n{payload}EOF"
     ep = run_actions(domain.env(task), [plant, "done"])
     assert ep.reward == 0.0
+
+
+def test_agent_code_run_by_the_check_cannot_kill_the_grader(tmp_path: Path) -> None:
+    """stats.py (run by the debug checks) SIGKILLs every process it can: the grader, pid
+    1 of its namespace, lives on and reports every check (under the cold init it was pid
+    2: killed, and a check that flushed its TAP lines would have had only those counted)."""
+    domain, task = _gen_task(tmp_path, "debug")
+    payload = "import os, signal\nos.kill(-1, signal.SIGKILL)\n"
+    with domain.env(task) as env:
+        env.reset()
+        env.step(f"cat > stats.py <<'EOF'\n{payload}EOF")
+        env.step("done")
+        score = env.run_tests()
+    assert score.components["tests_total"] == 5 and score.reward < 1.0, score
 
 
 def test_git_config_of_the_workspace_runs_nothing_while_grading(tmp_path: Path) -> None:

@@ -203,11 +203,14 @@ class Sandbox:
                  slot: SlotLock | None, *, cwd: str = ".", stdin: bytes | str | None = None,
                  env: dict[str, str] | None = None,
                  extra_binds: list[tuple[str, str, bool]] | None = None,
-                 namespaces: tuple[int, int] | None = None) -> ExecResult:
+                 namespaces: tuple[int, int] | None = None,
+                 as_init: bool = False) -> ExecResult:
         """One cold execution in ``ws`` (bwrap: bound at ``/workspace``; with
         ``namespaces``, a session keeper's, where a tmpfs the kernel bounds covers it:
         the host then only keeps its reserve and counts the inodes of ``/tmp`` and
-        ``/dev/shm``; else the host measures the directory, ``DiskGuard``).
+        ``/dev/shm``; else the host measures the directory, ``DiskGuard``). bwrap runs
+        the program under the cold init, or with ``as_init`` as pid 1 itself (see
+        ``SandboxSession.run``).
 
         Raises:
             SandboxError / SandboxUnavailableError: the sandbox failed (not the program).
@@ -231,7 +234,7 @@ class Sandbox:
         prep = bwrap_backend.prepare(argv, lim, ws.host_dir, cwd=cwd, slot=slot,
                                      python=self.python, extra_env=env,
                                      extra_binds=extra_binds, namespaces=namespaces,
-                                     init=True)
+                                     init=not as_init)
         status_r, status_w = os.pipe()
         block_r, block_w = os.pipe()
         os.set_blocking(status_r, False)

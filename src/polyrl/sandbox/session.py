@@ -171,19 +171,30 @@ class SandboxSession:
 
     # ------------------------------------------------------------------ steps
     def run(self, command: str | list[str], *, stdin: bytes | str | None = None,
-            limits: Limits | str | None = None, env: dict[str, str] | None = None) -> ExecResult:
+            limits: Limits | str | None = None, env: dict[str, str] | None = None,
+            as_init: bool = False) -> ExecResult:
         """Run one step: a shell command string (``bash -c``) or an argv list, in the current cwd.
 
         For a string, the cwd after the command (``cd`` included) becomes the session's cwd.
+
+        Args:
+            as_init: bwrap: run the step's program as pid 1 of its pid namespace instead
+                of under the cold init (``polyrl.sandbox.coldinit``). The kernel then
+                drops every signal sent to it from inside the namespace that it has no
+                handler for, SIGKILL included: for a trusted grader that runs untrusted
+                programs (``kill(-1, SIGKILL)`` by one of them cannot cut its report
+                short). It also ignores the signals it sends itself and reaps no orphan
+                it does not wait for.
 
         Raises:
             SandboxError / SandboxUnavailableError: the sandbox failed (not the command).
         """
         with self._busy:
-            return self._run(command, stdin=stdin, limits=limits, env=env)
+            return self._run(command, stdin=stdin, limits=limits, env=env, as_init=as_init)
 
     def _run(self, command: str | list[str], *, stdin: bytes | str | None,
-             limits: Limits | str | None, env: dict[str, str] | None) -> ExecResult:
+             limits: Limits | str | None, env: dict[str, str] | None,
+             as_init: bool) -> ExecResult:
         self._check_open()
         lim = resolve_limits(limits, self.limits)
         isolated = self.sandbox.backend == "bwrap"
@@ -202,14 +213,15 @@ class SandboxSession:
                             POLYRL_ROOT=root, POLYRL_CTL="/run/polyrl" if isolated else self._ctl)
             res = self.sandbox._execute(
                 ["bash", "-c", _STEP], lim, self.workspace, self._slot, cwd=root, stdin=stdin,
-                env=step_env, namespaces=namespaces,
+                env=step_env, namespaces=namespaces, as_init=as_init,
                 extra_binds=[(cwd_file, "/run/polyrl/cwd", True)] if isolated else None)
             res.argv = ["bash", "-c", command]
             self._update_cwd(cwd_file, root)
         else:
             res = self.sandbox._execute(command, lim, self.workspace, self._slot,
                                         cwd=self.cwd.replace("/workspace", root, 1),
-                                        stdin=stdin, env=env, namespaces=namespaces)
+                                        stdin=stdin, env=env, namespaces=namespaces,
+                                        as_init=as_init)
         self.sandbox._record(res, lim, "session")
         return res
 

@@ -58,6 +58,7 @@ _PYTEST_SUMMARY_RE = re.compile(
     r"(?: \([0-9:]+\))?\s*=*$")
 _PYTEST_COUNT_RE = re.compile(r"(\d+) ([a-z]+)")
 _TAP_RE = re.compile(r"^(not ok|ok)\b", re.M)
+_TAP_PLAN_RE = re.compile(r"^1\.\.(\d+)\s*$", re.M)
 
 # Run as ``exec python3 -I -c "$POLYRL_GRADER"`` with a JSON spec on stdin:
 # {"mode": "pytest"|"check.py"|"check.sh"|"run-tests.sh", "files": {rel: text}}.
@@ -267,8 +268,10 @@ def grade_output(res: ExecResult, mode: str = "check.py") -> tuple[float, int, i
 
     ``mode`` (see ``test_mode``): ``"pytest"`` reads only pytest's final summary line
     (the last non-blank stdout line); ``"check.py"``/``"check.sh"`` only TAP lines;
-    ``"run-tests.sh"`` the last pytest summary line, else TAP lines. No counts (or
-    zero tests) gives ``(0.0, 0, 0)``: the exit status alone never scores.
+    ``"run-tests.sh"`` the last pytest summary line, else TAP lines; a TAP plan line
+    (``1..N``, printed by the generated checks first) makes the total at least N, so
+    that the tests of a report cut short count as failed. No counts (or zero tests)
+    gives ``(0.0, 0, 0)``: the exit status alone never scores.
     """
     if mode in ("pytest", "run-tests.sh"):
         got = _pytest_summary(res.stdout, last_only=mode == "pytest")
@@ -277,9 +280,11 @@ def grade_output(res: ExecResult, mode: str = "check.py") -> tuple[float, int, i
         if mode == "pytest":
             return 0.0, 0, 0
     tap = _TAP_RE.findall(res.stdout)
-    if tap:
+    plan = _TAP_PLAN_RE.search(res.stdout)
+    total = max(len(tap), int(plan.group(1)) if plan else 0)
+    if total:  # a plan (``1..N``) counts the tests a cut-short report never reached
         good = sum(1 for t in tap if t == "ok")
-        return good / len(tap), good, len(tap)
+        return good / total, good, total
     return 0.0, 0, 0
 
 
@@ -322,9 +327,9 @@ class TerminalEnv(Env):
         return obs, {"max_turns": meta["max_turns"]}
 
     def _exec(self, command: str, timeout_s: float, *, stdin: str | None = None,
-              env: dict[str, str] | None = None) -> ExecResult:
+              env: dict[str, str] | None = None, as_init: bool = False) -> ExecResult:
         limits = self.session.limits.replace(timeout_s=timeout_s, cpu_s=timeout_s)
-        res = self.session.run(command, limits=limits, stdin=stdin, env=env)
+        res = self.session.run(command, limits=limits, stdin=stdin, env=env, as_init=as_init)
         if res.error:
             raise SandboxError(f"task {self.task.id}: {res.error}: {res.error_message}")
         return res
@@ -377,7 +382,7 @@ class TerminalEnv(Env):
             files["run-tests.sh"] = meta["run_tests"]
         res = self._exec('cd /workspace && exec python3 -I -c "$POLYRL_GRADER"',
                          meta["test_timeout_s"], env={"POLYRL_GRADER": GRADER},
-                         stdin=json.dumps({"mode": mode, "files": files}))
+                         stdin=json.dumps({"mode": mode, "files": files}), as_init=True)
         frac, good, total = grade_output(res, mode)
         return Score(
             reward=frac,
