@@ -150,3 +150,14 @@ def test_the_host_sigterm_reaches_the_program_not_the_init(cold: Sandbox):
             "sys.exit(3)))\nprint('ready', flush=True)\ntime.sleep(60)\n")
     res = cold.run_python(code, limits=Limits(timeout_s=1, kill_grace_s=5))
     assert res.stdout == "ready\ngraceful\n" and res.limit_hit == "timeout_s", res
+
+
+def test_a_session_step_may_run_as_pid_1(cold: Sandbox):
+    """``as_init=True`` (a trusted grader): the step's program is pid 1 and a program it
+    runs cannot kill it (the kernel drops SIGKILL sent to pid 1 from inside)."""
+    code = ("import os, subprocess\nsubprocess.run(['sh', '-c', 'kill -9 -1'])\n"
+            "print(os.getpid(), 'alive')\n")
+    with cold.session() as s:
+        assert s.run([cold.python, "-c", code], as_init=True).stdout == "1 alive\n"
+        res = s.run([cold.python, "-c", code])
+        assert (res.stdout, res.signal) == ("", 9), res
