@@ -7,10 +7,12 @@ import subprocess
 import sys
 
 _PROBE = r"""
-import os, sys
-os.umask(int(sys.argv[1], 8))  # the host's umask
+import os, resource, sys
+os.umask(int(sys.argv[1], 8))  # the host's umask and stack limit
+resource.setrlimit(resource.RLIMIT_STACK, (int(sys.argv[2]), resource.RLIM_INFINITY))
 from polyrl.sandbox import ForkServer, Limits, Sandbox
-probe = "mkfifo p; touch f; mkdir d; stat -c '%n %a' p f d in.txt in2 in2/g; umask"
+probe = ("mkfifo p; touch f; mkdir d; stat -c '%n %a' p f d in.txt in2 in2/g; umask; "
+         "ulimit -s; ulimit -Hs")
 files = {"in.txt": "x", "in2/g": "y"}
 out = []
 for name, sb in (("warm", Sandbox(backend="bwrap")),
@@ -33,24 +35,25 @@ print("\n".join(out))
 """
 
 
-def _probe(umask: str) -> list[str]:
-    res = subprocess.run([sys.executable, "-c", _PROBE, umask], capture_output=True,
-                         text=True, timeout=240)
+def _probe(umask: str, stack: int) -> list[str]:
+    res = subprocess.run([sys.executable, "-c", _PROBE, umask, str(stack)],
+                         capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout.splitlines()
 
 
-def test_modes_are_the_same_whatever_the_hosts_umask():
+def test_modes_and_stack_are_the_same_whatever_the_hosts_umask_and_ulimit():
     """With a host umask of 077 the bwrap backend failed as root (the host view's
     directories were 0700 to the private uids), programs started with umask 077, input
     files were 0600 in warm and fork-server executions and 0644 in cold ones, and a
-    restored fifo lost its group bit."""
-    modes = "p 644 f 644 d 755 in.txt 644 in2 755 in2/g 644 0022"
+    restored fifo lost its group bit. Under a host's ``ulimit -s unlimited`` programs
+    had an unlimited stack."""
+    modes = "p 644 f 644 d 755 in.txt 644 in2 755 in2/g 644 0022 8192 8192"
     want = [f"warm: {modes} ", "warm session: q 640", f"cold: {modes} ",
             "cold session: q 640", f"process: {modes} ", "process session: q 640",
             f"forkserver: {modes}"]
-    assert _probe("077") == want
-    assert _probe("022") == want
+    assert _probe("077", -1) == want  # -1: RLIM_INFINITY
+    assert _probe("022", 8 << 20) == want
 
 
 def test_string_hashes_are_the_same_in_every_execution(sb, fs):

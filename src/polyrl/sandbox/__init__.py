@@ -25,7 +25,8 @@ by name. If bwrap cannot start, ``SandboxUnavailableError`` says why and how to 
 polyrl never falls back to running unisolated. ``polyrl sandbox doctor`` probes the host.
 
 Reproducible on every backend and host: the program starts with umask 022
-(``limits.SANDBOX_UMASK``, not the host's), its input files are 0644 in 0755 folders,
+(``limits.SANDBOX_UMASK``, not the host's) and an 8 MiB stack limit
+(``limits.STACK_BYTES``, not the host's ``ulimit -s``), its input files are 0644 in 0755 folders,
 a session's ``restore()`` gives back the modes it snapshotted, and
 ``PYTHONHASHSEED=0`` gives Python's set and dict-of-string orders the same in every
 execution (``Sandbox.run(..., env={"PYTHONHASHSEED": "random"})`` varies them).

@@ -97,6 +97,10 @@ class Limits:
             nofile: open files (``RLIMIT_NOFILE``); a program gets 1024, a fork-server
                 more (it holds a few fds per running execution).
         """
+        # never above the host's hard limit: only lowering it needs no privilege
+        host_hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+        stack = STACK_BYTES if host_hard == resource.RLIM_INFINITY else min(STACK_BYTES,
+                                                                            host_hard)
         cpu = _rlim(max(1, math.ceil(self.cpu_s)))
         mem = _rlim(int((self.memory_mib + extra_memory_mib) * 1024 * 1024))
         fsize = _rlim(int(self.max_file_mib * 1024 * 1024))
@@ -108,8 +112,15 @@ class Limits:
             (resource.RLIMIT_FSIZE, fsize, fsize),
             (resource.RLIMIT_CORE, 0, 0),
             (resource.RLIMIT_NOFILE, nofile, nofile),
+            (resource.RLIMIT_STACK, stack, stack),
         ]
 
+
+STACK_BYTES = 8 << 20
+"""``RLIMIT_STACK`` (soft and hard) of every sandboxed program: Linux's usual 8 MiB, not
+the host's. Under a host's ``ulimit -s unlimited`` programs had an unlimited main stack,
+so deep recursion that crashed elsewhere passed there (a verdict that depended on the
+host). Thread stacks (``threading.stack_size``) are the program's own choice."""
 
 _RLIM_MAX = (1 << 63) - 1  # setrlimit takes a signed 64-bit value
 
