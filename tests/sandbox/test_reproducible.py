@@ -56,6 +56,15 @@ def test_modes_and_stack_are_the_same_whatever_the_hosts_umask_and_ulimit():
     assert _probe("022", 8 << 20) == want
 
 
+def test_local_time_is_utc_whatever_the_hosts_zone(sb, fs):
+    """The sandbox's /etc/localtime is the host's: TZ sets the zone (this host's zone is
+    likely UTC already, hence the check of TZ itself)."""
+    code = ("import os, time\n"
+            "print(os.environ.get('TZ'), time.strftime('%Z %z', time.localtime(0)))")
+    assert sb.run_python(code).stdout == "UTC UTC +0000\n"
+    assert fs.run_python(code).stdout == "UTC UTC +0000\n"
+
+
 def test_string_hashes_are_the_same_in_every_execution(sb, fs):
     from polyrl.sandbox import Sandbox
 

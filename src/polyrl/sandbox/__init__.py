@@ -28,6 +28,7 @@ Reproducible on every backend and host: the program starts with umask 022
 (``limits.SANDBOX_UMASK``, not the host's) and an 8 MiB stack limit
 (``limits.STACK_BYTES``, not the host's ``ulimit -s``), its input files are 0644 in 0755 folders,
 a session's ``restore()`` gives back the modes it snapshotted, and
+``TZ=UTC`` gives local time in UTC whatever the host's zone, and
 ``PYTHONHASHSEED=0`` gives Python's set and dict-of-string orders the same in every
 execution (``Sandbox.run(..., env={"PYTHONHASHSEED": "random"})`` varies them).
 

@@ -35,6 +35,7 @@ def sandbox_env(extra: dict[str, str] | None = None, python: str | None = None) 
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",  # local time is the same on every host (not /etc/localtime's zone)
         "TERM": "dumb",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONIOENCODING": "utf-8",
