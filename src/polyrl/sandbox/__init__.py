@@ -31,6 +31,9 @@ a session's ``restore()`` gives back the modes it snapshotted, and
 ``TZ=UTC`` gives local time in UTC whatever the host's zone, and
 ``PYTHONHASHSEED=0`` gives Python's set and dict-of-string orders the same in every
 execution (``Sandbox.run(..., env={"PYTHONHASHSEED": "random"})`` varies them).
+What still comes from the host: ``os.cpu_count()`` (a program that sizes a pool by it,
+``multiprocessing.Pool()``, starts that many processes, and ``max_pids`` counts them),
+the kernel's version and the CPU's speed.
 
 Limitations (real hazards, read before trusting a verdict):
 
