@@ -439,3 +439,12 @@ except OSError as e:
 """
     res = sb.run_python(code, limits=Limits(max_file_mib=4, timeout_s=10))
     assert res.stdout == f"stopped 28\nTrue {4 << 20}\ndev 30\n", res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("name", ["", "\udcff-no-such-program"])
+def test_an_empty_or_undecodable_program_name_is_not_found(sb: Sandbox, name: str):
+    """Warm executions gave 125 and no message (execvpe's ValueError on an empty name; a
+    message that would not encode); cold ones 127, as a shell."""
+    res = sb.run([name])
+    assert res.exit_code == 127 and res.stderr.startswith("polyrl sandbox: "), res
+    assert res.stderr.endswith(": No such file or directory\n"), res

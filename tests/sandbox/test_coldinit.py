@@ -48,6 +48,8 @@ def _run_init(*argv: str, path: str = "/usr/bin:/bin") -> subprocess.CompletedPr
      b"polyrl sandbox: no-such-program-here: No such file or directory\n"),
     (["/no/such/dir/prog"], 127, b"polyrl sandbox: /no/such/dir/prog: No such file or directory\n"),
     ([""], 127, b"polyrl sandbox: : No such file or directory\n"),
+    # longer than NAME_MAX: as execvp (and a warm execution), not "not found"
+    (["x" * 5000], 126, b"polyrl sandbox: " + b"x" * 5000 + b": File name too long\n"),
 ])
 def test_the_init_runs_the_program_and_exits_as_it_did(argv, status, stderr):
     res = _run_init(*argv)
@@ -161,3 +163,54 @@ def test_a_session_step_may_run_as_pid_1(cold: Sandbox):
         assert s.run([cold.python, "-c", code], as_init=True).stdout == "1 alive\n"
         res = s.run([cold.python, "-c", code])
         assert (res.stdout, res.signal) == ("", 9), res
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a second uid for the canary")
+def test_the_init_outside_a_pid_namespace_kills_nothing_when_done():
+    """Only as pid 1 does the init kill(-1) what is left: elsewhere (its start-up test
+    in ``init_fd``, these tests) kill(-1) would reach every process of its uid, as root
+    the whole host. Run as nobody, beside a canary of nobody's."""
+    fd = _init()
+    canary = subprocess.Popen(["sleep", "30"], user=65534, group=65534, extra_groups=[])
+    try:
+        res = subprocess.run([f"/proc/self/fd/{fd}", "sh", "-c", "exit 3"], pass_fds=(fd,),
+                             user=65534, group=65534, extra_groups=[],
+                             env={"PATH": "/usr/bin:/bin"}, timeout=30)
+        assert res.returncode == 3
+        assert canary.poll() is None, "the init killed a process outside its namespace"
+    finally:
+        canary.kill()
+        canary.wait()
+
+
+def test_a_tracee_stop_is_not_the_programs_end(cold: Sandbox):
+    """PTRACE_TRACEME makes the init the program's tracer: its stops reach the init's
+    wait4 (__WALL). They are not an exit: the init exited 255 at once (the stopped
+    program's CPU time lost) where a warm execution runs into its wall limit."""
+    code = ("import ctypes, os, signal, sys\n"
+            "print(ctypes.CDLL(None).ptrace(0, 0, 0, 0), flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGUSR1)\nprint('not stopped')\n")
+    res = cold.run_python(code, limits=Limits(timeout_s=1, kill_grace_s=0.2))
+    assert (res.stdout, res.exit_code, res.limit_hit) == ("0\n", None, "timeout_s"), res
+
+
+def test_usage_of_what_the_program_leaves_running_reaches_the_host(cold: Sandbox):
+    """An orphan still running when the program exits: the init kills and reaps it
+    (a process killed at the namespace's end is reaped uncounted: cpu_s was 0.03)."""
+    code = ("import os, time\nif os.fork() == 0:\n    if os.fork() == 0:\n"
+            "        while True:\n            pass\n    os._exit(0)\ntime.sleep(0.6)\n")
+    res = cold.run_python(code)
+    assert res.exit_code == 0 and res.cpu_s >= 0.4, res
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="without a private uid (root) the host's "
+                    "SIGKILL goes to bwrap, which ends the sandbox at once")
+def test_usage_reaches_the_host_when_the_host_kills_the_program(cold: Sandbox):
+    """Past the grace period the host's SIGKILL spares the init once: it reaps the
+    program (cpu_s was 0.004 and peak_memory_mib bwrap's own, as when the init died
+    with it) and whatever is left, and exits."""
+    code = ("import os, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "x = bytearray(150 << 20)\nif os.fork() == 0:\n"
+            "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "while True:\n    pass\n")
+    res = cold.run_python(code, limits=Limits(timeout_s=1, kill_grace_s=0.3, cpu_s=10))
+    assert (res.signal, res.limit_hit) == (9, "timeout_s"), res
+    assert res.cpu_s >= 1.0 and res.peak_memory_mib >= 150, res

@@ -109,8 +109,10 @@ Limitations (real hazards, read before trusting a verdict):
 - In a cold execution pid 1 of the pid namespace is polyrl's init (``coldinit``: ~1 kB
   of machine code, run by bwrap ``--as-pid-1``), which forks the program (pid 2), reaps
   orphans, blocks every signal (the host's SIGTERM reaches the program, which gets its
-  grace period) and exits as the program did; the program's CPU time and peak memory
-  reach ``wait4`` through it. So the program is an ordinary process, as in a warm
+  grace period), kills and reaps what is left when the program ends, and exits as the
+  program did; the CPU time and peak memory of the whole tree reach ``wait4`` through
+  it, also when the host kills the execution (as root its first SIGKILL spares the
+  init, which then reaps everything; the next, 0.5 s later, spares nothing). So the program is an ordinary process, as in a warm
   execution: the signals it sends itself act (``abort()`` is SIGABRT). Without the init
   (not x86_64, or a kernel refusing to execute a memfd) the program itself is pid 1:
   the kernel then ignores the signals it sends *itself* without a handler

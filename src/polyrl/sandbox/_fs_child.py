@@ -286,8 +286,11 @@ def exec_child_main(req, iso, stdin_fd, out_w, err_w, setup_w):
         os.write(2, f"polyrl sandbox: Can't chdir to {req['cwd']}: {e.strerror}\n".encode())
         os._exit(1)
     try:
+        if not argv[0]:  # execvpe raises ValueError: as execvp, not found
+            raise FileNotFoundError(2, "No such file or directory")
         os.execvpe(argv[0], argv, req["env"])
     except OSError as e:
-        os.write(2, f"polyrl sandbox: {argv[0]}: {e.strerror or e}\n".encode())
+        os.write(2, f"polyrl sandbox: {argv[0]}: {e.strerror or e}\n".encode(
+            "utf-8", "surrogateescape"))  # a name of any bytes
         os._exit(127 if isinstance(e, FileNotFoundError) else 126)  # as a shell does
     os._exit(127)

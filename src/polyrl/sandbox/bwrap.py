@@ -96,19 +96,23 @@ def _count_user_processes(uid: int) -> int:
     return n
 
 
-def kill_uid(uid: int, sig: int, spare_pid: int = -1) -> None:
-    """Send ``sig`` to every process whose real uid is ``uid`` but ``spare_pid`` (root only)."""
+def kill_uid(uid: int, sig: int, spare_pid: int = -1, spare_inits: bool = False) -> None:
+    """Send ``sig`` to every process whose real uid is ``uid`` but ``spare_pid`` and, with
+    ``spare_inits``, but the pid 1 of a pid namespace below ours (root only)."""
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == spare_pid:
             continue
         try:
             with open(f"/proc/{name}/status", "rb") as f:
-                for line in f:
-                    if line.startswith(b"Uid:"):
-                        if int(line.split()[1]) == uid:
-                            os.kill(int(name), sig)
-                        break
-        except (OSError, ValueError):
+                status = f.read()
+            fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+            if int(fields[b"Uid"].split()[0]) != uid:
+                continue
+            nspid = fields.get(b"NSpid", b"").split()
+            if spare_inits and len(nspid) > 1 and nspid[-1] == b"1":
+                continue
+            os.kill(int(name), sig)
+        except (OSError, ValueError, KeyError):
             pass
 
 
@@ -157,7 +161,7 @@ class Prepared:
     env: dict[str, str]
     preexec_fn: Callable[[], None] | None
     pass_fds: tuple[int, ...] = ()
-    on_kill: Callable[[int, int], None] | None = None
+    on_kill: Callable[[int, int], bool | None] | None = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     fallback: tuple[list[str], tuple[int, ...]] | None = None
 
@@ -315,9 +319,21 @@ def prepare(
     if slot is not None:
         uid = slot.uid
 
-        def on_kill(sig: int, bwrap_pid: int) -> None:
-            # spare the bwrap monitor on SIGTERM: the program gets its grace period
+        spared = [init_fd is None]  # the first SIGKILL spares bwrap and the cold init
+
+        def on_kill(sig: int, bwrap_pid: int) -> bool:
+            # spare the bwrap monitor on SIGTERM: the program gets its grace period.
+            # The first SIGKILL spares it and the cold init too: the init reaps the
+            # program, kills and reaps what is left and exits, so that their CPU time
+            # and memory reach bwrap's wait4 and ours (a process killed with its
+            # namespace's pid 1, or whose reaper dies, is reaped uncounted). The
+            # runner's next SIGKILL, 0.5 s later, spares nothing.
+            if sig == signal.SIGKILL and not spared[0]:
+                spared[0] = True
+                kill_uid(uid, sig, spare_pid=bwrap_pid, spare_inits=True)
+                return True
             kill_uid(uid, sig, spare_pid=bwrap_pid if sig != signal.SIGKILL else -1)
+            return False
 
     return Prepared(argv=args, env=sandbox_env(extra_env, python), preexec_fn=preexec,
                     on_kill=on_kill, fallback=fallback, pass_fds=pass_fds, cleanup=cleanup)

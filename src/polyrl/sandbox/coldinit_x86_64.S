@@ -7,10 +7,12 @@
 #     (the kernel drops those a pid 1 has no handler for), and its orphans are reaped;
 #   - its CPU time and peak memory reach bwrap's wait4 (through this process's);
 #   - the host's SIGTERM reaches the program, not this init: every signal is blocked
-#     here (SIGKILL, which cannot be, ends the namespace).
-# When the program ends this init exits with its status: the exit code, or 128 + N
-# for death by signal N (as bwrap reports it). Whatever else runs in the namespace
-# dies with pid 1. The program is looked up in PATH as execvp does; when it cannot be
+#     here (SIGKILL cannot be: as root, the host's first SIGKILL spares this init).
+# When the program ends this init kills and reaps whatever else runs in the namespace
+# (so that its usage is counted too; only as pid 1), then exits with the program's
+# status: the exit code, or 128 + N for death by signal N (as bwrap reports it). A
+# stop of the program (it made this init its tracer) is no end. The program is looked
+# up in PATH as execvp does (a name over NAME_MAX is "File name too long"); when it cannot be
 # executed the init writes "polyrl sandbox: PROG: REASON" to stderr and exits with 127
 # (not found) or 126, as a shell does.
 #
@@ -68,6 +70,8 @@ reap:   mov     edi, -1
         mov     edi, 125                # ECHILD: cannot happen
         jmp     leave
 ended:  mov     eax, dword ptr [rsp+16]
+        cmp     al, 0x7f                # stopped: a tracee of this init (the program
+        je      reap                    # called PTRACE_TRACEME), not an end
         mov     edi, eax
         and     edi, 0x7f
         jz      exited
@@ -76,7 +80,29 @@ ended:  mov     eax, dword ptr [rsp+16]
 exited: mov     edi, eax
         shr     edi, 8
         and     edi, 0xff
-leave:  mov     eax, 231                # exit_group
+leave:  mov     ebp, edi                # the status to exit with
+        # As pid 1 (never elsewhere: outside a pid namespace kill(-1) reaches every
+        # process the caller may signal, the whole host for root), kill what is left
+        # (kill(-1) spares this init) and reap it: a process the namespace's end kills
+        # is reaped uncounted (its CPU time and memory would never reach wait4)
+        mov     eax, 39                 # getpid
+        syscall
+        cmp     eax, 1
+        jne     done
+drain:  mov     edi, -1
+        mov     esi, 9
+        mov     eax, 62                 # kill(-1, SIGKILL)
+        syscall
+        mov     edi, -1
+        xor     esi, esi
+        mov     edx, 0x40000000         # __WALL
+        xor     r10d, r10d
+        mov     eax, 61                 # wait4(-1, NULL, __WALL, NULL)
+        syscall
+        cmp     rax, -10                # ECHILD: none left
+        jne     drain
+done:   mov     edi, ebp
+        mov     eax, 231                # exit_group
         syscall
 forkfail:
         mov     ebp, eax                # -errno
@@ -118,7 +144,12 @@ direct: mov     rdi, rbx
         mov     ebp, eax
         jmp     report
 
-search: mov     r8, r15                 # find PATH= in the environment
+search: mov     rax, rdi                # a name longer than NAME_MAX: ENAMETOOLONG,
+        sub     rax, rbx                # as execvp (no entry could hold it)
+        mov     ebp, -36
+        cmp     rax, 255
+        ja      report
+        mov     r8, r15                 # find PATH= in the environment
 envvar: mov     rsi, [r8]
         test    rsi, rsi
         jz      nopath

@@ -64,7 +64,7 @@ def run_process(
     preexec_fn: Callable[[], None] | None = None,
     pass_fds: tuple[int, ...] = (),
     cwd: str | None = None,
-    on_kill: Callable[[int, int], None] | None = None,
+    on_kill: Callable[[int, int], bool | None] | None = None,
     gate: FairGate | threading.Semaphore | None = None,
     release_fd: int = -1,
     spawn: Callable[..., subprocess.Popen] | None = None,
@@ -76,7 +76,8 @@ def run_process(
         stdin: bytes fed to the program (through a file, so it never blocks the host).
         preexec_fn: runs in the child before exec (rlimits, namespaces, uid).
         on_kill: extra kill action ``on_kill(signal, started_pid)`` (e.g. kill every process
-            of a uid but the started one, which SIGKILL reaches through its group).
+            of a uid but the started one, which SIGKILL reaches through its group unless
+            ``on_kill`` returns True: it spared the started one on purpose).
 
         gate: admission semaphore held while the program runs. With ``release_fd`` (the
             write end of bwrap's ``--block-fd``), the sandbox is set up *before* the gate
@@ -145,7 +146,7 @@ def run_process(
 
 
 def _pump(proc: subprocess.Popen, limits: Limits,
-          on_kill: Callable[[int, int], None] | None,
+          on_kill: Callable[[int, int], bool | None] | None,
           disk_guard: DiskGuard | None = None) -> RawRun:
     """Pump output, enforce the wall/output/workspace limits, reap; the clock starts here."""
     assert proc.stdout is not None and proc.stderr is not None
@@ -171,10 +172,11 @@ def _pump(proc: subprocess.Popen, limits: Limits,
     def kill(sig: int) -> None:
         # SIGTERM goes to the program (on_kill) when the backend can reach it, so that it
         # may use the grace period; SIGKILL goes everywhere.
-        if on_kill is None or sig == signal.SIGKILL:
+        # on_kill returns True when it sent this SIGKILL where it must go itself (a
+        # cold init that reaps the program and reports its usage: not the group)
+        handled = on_kill(sig, proc.pid) if on_kill is not None else False
+        if on_kill is None or (sig == signal.SIGKILL and not handled):
             _kill_group(proc.pid, sig)
-        if on_kill is not None:
-            on_kill(sig, proc.pid)
 
     try:
         open_streams = 2
@@ -234,6 +236,7 @@ def _pump(proc: subprocess.Popen, limits: Limits,
         proc.returncode = status
     except BaseException:
         kill(signal.SIGKILL)
+        kill(signal.SIGKILL)  # a first one may spare a cold init: the second spares none
         try:
             os.wait4(proc.pid, 0)
         except ChildProcessError:
