@@ -79,6 +79,14 @@ def test_the_init_searches_path_as_execvp_does(tmp_path: Path):
     path = f"/no/such:/etc/hostname:{tmp_path}/unexecutable:{tmp_path}/bin:/usr/bin:/bin"
     res = _run_init("prog", "a b", path=path)
     assert (res.returncode, res.stdout) == (0, b"found a b\n")
+    # a file that cannot run (no #! line) is passed over, as in a warm execution
+    (tmp_path / "noshebang").mkdir()
+    (tmp_path / "noshebang" / "true").write_text("echo wrong\n")
+    (tmp_path / "noshebang" / "true").chmod(0o755)
+    res = _run_init("true", path=f"{tmp_path}/noshebang:/usr/bin:/bin")
+    assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
+    res = _run_init("true", path=f"{tmp_path}/noshebang:/no/such")  # reported at the end
+    assert (res.returncode, res.stderr) == (126, b"polyrl sandbox: true: Exec format error\n")
     # only the unexecutable match: EACCES, as execvp reports it
     res = _run_init("prog", path=f"/no/such:{tmp_path}/unexecutable")
     assert (res.returncode, res.stderr) == (126, b"polyrl sandbox: prog: Permission denied\n")

@@ -12,7 +12,8 @@
 # (so that its usage is counted too; only as pid 1), then exits with the program's
 # status: the exit code, or 128 + N for death by signal N (as bwrap reports it). A
 # stop of the program (it made this init its tracer) is no end. The program is looked
-# up in PATH as execvp does (a name over NAME_MAX is "File name too long"); when it cannot be
+# up in PATH as Python's os.execvpe does (a warm execution's: an entry whose file cannot
+# run is passed over; a name over NAME_MAX is "File name too long"); when it cannot be
 # executed the init writes "polyrl sandbox: PROG: REASON" to stderr and exits with 127
 # (not found) or 126, as a shell does.
 #
@@ -41,6 +42,7 @@ _start:
         cmp     ebx, 1024
         jb      0b
 1:      sub     rsp, 4160               # [rsp] mask, [rsp+8] old mask, [rsp+16] status,
+                                        # [rsp+24] PATH position, [rsp+32] an error,
                                         # [rsp+64, +4160) a path
         mov     qword ptr [rsp], -1
         xor     edi, edi                # SIG_BLOCK
@@ -164,7 +166,7 @@ envnext:
         jmp     envvar
 nopath: lea     r9, [rip+default_path]
 entries:
-        xor     r13d, r13d              # 1 once an entry gave EACCES
+        mov     dword ptr [rsp+32], 0   # the first error but ENOENT/ENOTDIR (-errno)
 entry:  lea     rdi, [rsp+64]           # path = entry + "/" + name
         lea     r10, [rsp+4160-1]       # its end, for the NUL
         mov     rsi, r9
@@ -203,23 +205,14 @@ namebyte:
         mov     eax, 59                 # execve
         syscall
         mov     rsi, [rsp+24]
-        cmp     eax, -13                # EACCES: remember, try the next entry
-        jne     notacces
-        mov     r13d, 1
+        cmp     eax, -2                 # as Python's os.execvpe (a warm execution's):
+        je      next                    # every error tries the next entry; the first
+        cmp     eax, -20                # one but ENOENT/ENOTDIR is reported at the end
+        je      next
+        cmp     dword ptr [rsp+32], 0
+        jne     next
+        mov     dword ptr [rsp+32], eax
         jmp     next
-notacces:
-        cmp     eax, -2                 # ENOENT, ENOTDIR, ENODEV, ESTALE, ETIMEDOUT:
-        je      next                    # the next entry
-        cmp     eax, -20
-        je      next
-        cmp     eax, -19
-        je      next
-        cmp     eax, -116
-        je      next
-        cmp     eax, -110
-        je      next
-        mov     ebp, eax                # anything else ends the search
-        jmp     report
 skip:   mov     al, [rsi]               # too long: the next entry
         test    al, al
         jz      next
@@ -232,10 +225,10 @@ next:   cmp     byte ptr [rsi], 0
         lea     r9, [rsi+1]
         jmp     entry
 notfound:
+        mov     ebp, dword ptr [rsp+32]
+        test    ebp, ebp
+        jnz     report
         mov     ebp, -2
-        test    r13d, r13d
-        jz      report
-        mov     ebp, -13
 
 report: # "polyrl sandbox: NAME: REASON\n" on stderr; exit 127 (ENOENT) or 126
         lea     rsi, [rip+prefix]
