@@ -68,7 +68,7 @@ def test_a_file_that_cannot_run_is_126_with_the_reason(tmp_path: Path):
                                                  "error\n".encode())
 
 
-def test_the_init_searches_path_as_execvp_does(tmp_path: Path):
+def test_the_init_searches_path_as_a_warm_execution_does(tmp_path: Path):
     (tmp_path / "unexecutable").mkdir()
     (tmp_path / "unexecutable" / "prog").write_text("#!/bin/sh\necho wrong\n")
     (tmp_path / "bin").mkdir()
