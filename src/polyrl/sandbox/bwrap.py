@@ -85,14 +85,27 @@ def _system_args() -> list[str]:
 
 
 def _count_user_processes(uid: int) -> int:
+    """Tasks (threads included) whose real uid is ``uid``: what ``RLIMIT_NPROC`` counts.
+
+    Not processes: a host with a threaded trainer (torch's thread pools) would otherwise
+    leave the program fewer than ``max_pids``; not ``/proc/<pid>``'s owner either (the
+    effective uid, or root for a process that is not dumpable)."""
     n = 0
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                if os.stat("/proc/" + name).st_uid == uid:
-                    n += 1
+                with open(f"/proc/{name}/status", "rb") as f:
+                    status = f.read()
             except OSError:
-                pass
+                continue
+            real = threads = None
+            for line in status.splitlines():
+                if line.startswith(b"Uid:"):
+                    real = int(line.split()[1])
+                elif line.startswith(b"Threads:"):
+                    threads = int(line.split()[1])
+            if real == uid:
+                n += threads or 1
     return n
 
 
@@ -139,8 +152,17 @@ if spec["slot"] is not None:
     os.setgroups([])
     os.setresgid(spec["slot"], spec["slot"], spec["slot"])
     os.setresuid(spec["slot"], spec["slot"], spec["slot"])
+_NAMES = {getattr(resource, n): n for n in dir(resource)
+          if n.startswith("RLIMIT_") and n != "RLIMIT_OFILE"}
 for res, soft, hard in spec["rlimits"]:
-    resource.setrlimit(res, (soft, hard))
+    try:
+        resource.setrlimit(res, (soft, hard))
+    except (ValueError, OSError):
+        have = resource.getrlimit(res)[1]
+        sys.stderr.write("polyrl sandbox: cannot give the program %s=%d: the host's hard "
+                         "limit is %d (ulimit -H; docker --ulimit, systemd Limit*=); raise "
+                         "it, or lower the sandbox limit\n" % (_NAMES.get(res, res), hard, have))
+        os._exit(126)
 os.execv(sys.argv[2], sys.argv[2:])
 """
 
@@ -298,6 +320,22 @@ def prepare(
           if r == resource.RLIMIT_NPROC and s != resource.RLIM_INFINITY else (r, s, h)
           for r, s, h in rl]
 
+    # set after dropping to the slot uid (or as a normal user): none may exceed our hard
+    # limits (a host `ulimit -n 256` or `ulimit -u 20`: say so, not "Exception occurred
+    # in preexec_fn" / "not allowed to raise maximum limit")
+    for r, _, hard in rl:
+        have = resource.getrlimit(r)[1]
+        if have != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > have):
+            from polyrl.errors import SandboxUnavailableError
+
+            name = next(n for n in dir(resource)
+                        if n.startswith("RLIMIT_") and n != "RLIMIT_OFILE"
+                        and getattr(resource, n) == r)
+            raise SandboxUnavailableError(
+                f"polyrl sandbox: cannot give the program {name}={hard}: the host's hard "
+                f"limit is {have} (ulimit -H; docker --ulimit, systemd Limit*=); raise it, "
+                "or lower the sandbox limit")
+
     def preexec() -> None:
         raise_oom_score()  # bwrap and all it starts: the OOM killer's first choice
         os.umask(SANDBOX_UMASK)
@@ -334,6 +372,28 @@ def prepare(
                 return True
             kill_uid(uid, sig, spare_pid=bwrap_pid if sig != signal.SIGKILL else -1)
             return False
+
+    else:
+        def on_kill(sig: int, bwrap_pid: int) -> bool:
+            # no private uid to signal (not root): the SIGTERM goes to bwrap's descendants
+            # but the cold init, so that the program gets its grace period as
+            # it does as root (SIGTERM to bwrap's group ended the sandbox at once: the
+            # program's handler never ran and the result read signal 15)
+            if sig != signal.SIGTERM:
+                return False  # SIGKILL: the runner kills the group
+            from polyrl.sandbox.diskguard import descendants
+
+            for pid in descendants(bwrap_pid)[1:]:
+                try:
+                    with open(f"/proc/{pid}/status", "rb") as f:
+                        nspid = next((ln.split()[1:] for ln in f.read().splitlines()
+                                      if ln.startswith(b"NSpid:")), [])
+                    if init_fd is not None and len(nspid) > 1 and nspid[-1] == b"1":
+                        continue  # polyrl's cold init (without it the program is pid 1)
+                    os.kill(pid, sig)
+                except (OSError, StopIteration):
+                    pass
+            return True
 
     return Prepared(argv=args, env=sandbox_env(extra_env, python), preexec_fn=preexec,
                     on_kill=on_kill, fallback=fallback, pass_fds=pass_fds, cleanup=cleanup)

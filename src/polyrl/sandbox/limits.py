@@ -145,6 +145,8 @@ def rlimits_beyond(wanted: list[tuple[int, int, int]],
 
     names = {getattr(resource, n): f for n, f in _FIELDS.items()}
     caps = {res: value(h) for res, _, h in hard}
+    # not a Limits field: a program's 1024 open files, above a host's hard `ulimit -n`
+    names[resource.RLIMIT_NOFILE] = "nofile (RLIMIT_NOFILE, above the host's `ulimit -Hn`)"
     return [names.get(res, str(res)) for res, _, h in wanted
             if value(h) > caps.get(res, math.inf)]
 

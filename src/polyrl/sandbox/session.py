@@ -203,9 +203,7 @@ class SandboxSession:
         if self._keeper is not None:
             self._keeper.resize(lim.max_file_mib)
             namespaces = self._keeper.namespaces
-        # the root's mode is the session's, not a step's: after `chmod 000 /workspace`
-        # no later step could even start in it (bwrap: Can't chdir)
-        os.chmod(self.workspace.path, 0o700)
+        self._reopen_root()
         if isinstance(command, str):
             cwd_file = self._fresh_cwd_file()
             inner_cwd = self.cwd.replace("/workspace", root, 1)
@@ -224,6 +222,15 @@ class SandboxSession:
                                         as_init=as_init)
         self.sandbox._record(res, lim, "session")
         return res
+
+    def _reopen_root(self) -> None:
+        """Give the workspace root back the session's mode, 0700: the root's mode is the
+        session's, not a step's. After a step's ``chmod 000 /workspace`` no later step
+        could start in it (bwrap: Can't chdir), and a non-root host (no DAC override)
+        could neither read, write, snapshot nor restore it (EACCES). Through the keeper's
+        descriptor link itself, not ``<link>/.``: resolving ``.`` needs search permission
+        on the root."""
+        os.chmod(self.workspace.path.removesuffix("/."), 0o700)
 
     def _fresh_cwd_file(self) -> str:
         """An empty control file for the next step's cwd, owned by the sandbox's uid.
@@ -272,6 +279,7 @@ class SandboxSession:
             self._check_open()
             if self._keeper is not None:
                 self._keeper.loosen()
+            self._reopen_root()
             self.workspace.write_files({path: content})
 
     def read_file(self, path: str) -> bytes:
@@ -281,6 +289,8 @@ class SandboxSession:
             FileNotFoundError, SandboxError (symlink / not a regular file / too big).
         """
         self._check_open()
+        with self._busy:
+            self._reopen_root()
         return self.workspace.read_file(path)
 
     # -------------------------------------------------------------- snapshots
@@ -297,6 +307,8 @@ class SandboxSession:
         self._check_open()
         sid = uuid.uuid4().hex[:12]
         dest = os.path.join(self._snap_dir, sid)
+        with self._busy:
+            self._reopen_root()
         self.workspace.snapshot_to(dest)
         return Snapshot(id=sid, path=dest, cwd=self.cwd)
 
@@ -316,5 +328,6 @@ class SandboxSession:
             self._check_open()
             if self._keeper is not None:
                 self._keeper.loosen()
+            self._reopen_root()
             self.workspace.restore_from(snap.path)
             self.cwd = snap.cwd

@@ -85,7 +85,19 @@ class Workspace:
 
     def __init__(self, uid: int | None = None) -> None:
         self.uid = uid
-        self.path = os.path.join(_base_dir(), uuid.uuid4().hex)
+        base = _base_dir()
+        if uid is not None:
+            from polyrl.errors import SandboxUnavailableError
+            from polyrl.sandbox.hostview import _hidden_root
+
+            hidden = _hidden_root(os.path.join(base, "x"))
+            if hidden is not None:  # bwrap, as the slot uid, could not reach it (ENOENT)
+                raise SandboxUnavailableError(
+                    f"the sandbox workspaces are under TMPDIR={tempfile.gettempdir()}, which "
+                    f"the sandbox's private uids cannot reach ({hidden} is mode "
+                    f"{os.stat(hidden).st_mode & 0o777:o}, no search permission for "
+                    "others); set TMPDIR to a directory every user may traverse, e.g. /tmp")
+        self.path = os.path.join(base, uuid.uuid4().hex)
         self.host_dir = self.path
         os.mkdir(self.path, 0o700)
         self._chown(self.path)
