@@ -64,3 +64,25 @@ def test_a_tmpdir_the_private_uids_cannot_reach_says_so(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, TMPDIR=str(hidden / "tmp")), timeout=60).stdout
     assert out.startswith("SandboxUnavailableError") and "set TMPDIR" in out, out
+
+
+def test_a_noexec_tmpdir_still_lets_cold_programs_run_what_they_write(tmp_path):
+    """A hardened /tmp (noexec) held the workspaces that cold executions bind: the flag
+    stayed in the sandbox and ./s.sh gave Permission denied (warm ran it)."""
+    import pytest
+
+    mnt = tmp_path / "noexec"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "noexec,size=16m", "tmpfs", str(mnt)],
+            capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a noexec tmpfs")
+    try:
+        code = ("from polyrl.sandbox import Sandbox\n"
+                "r = Sandbox(warm=False).run(['sh', '-c', 'printf \"#!/bin/sh\\\\necho ran\" "
+                "> s.sh; chmod +x s.sh; ./s.sh'])\nprint(r.stdout + r.stderr)\n")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=dict(os.environ, TMPDIR=str(mnt)), timeout=60)
+        assert out.stdout == "ran\n\n", (out.stdout, out.stderr[-2000:])
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

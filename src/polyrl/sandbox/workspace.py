@@ -18,14 +18,15 @@ from collections.abc import Callable
 from polyrl.errors import ConfigError, SandboxError
 
 
-def private_dir(name: str, mode: int) -> str:
-    """``$TMPDIR/<name>-<euid>``, created with ``mode``; refuses one owned by someone else
-    or a symlink (another local user must not be able to pre-create it).
+def private_dir(name: str, mode: int, parent: str | None = None) -> str:
+    """``<parent>/<name>-<euid>`` (default parent ``$TMPDIR``), created with ``mode``;
+    refuses one owned by someone else or a symlink (another local user must not be able
+    to pre-create it).
 
     Raises:
         SandboxError: the directory exists but is not ours.
     """
-    path = os.path.join(tempfile.gettempdir(), f"{name}-{os.geteuid()}")
+    path = os.path.join(parent or tempfile.gettempdir(), f"{name}-{os.geteuid()}")
     try:
         os.mkdir(path, mode)
     except FileExistsError:
@@ -38,7 +39,25 @@ def private_dir(name: str, mode: int) -> str:
 
 
 def _base_dir() -> str:
-    return private_dir("polyrl-sandbox-ws", 0o711)  # the sandbox uid may traverse, not list
+    """Where the workspaces of executions live: under ``$TMPDIR``, else under
+    ``/var/tmp`` when ``$TMPDIR``'s filesystem is mounted ``noexec`` (a hardened
+    ``/tmp``): a cold execution binds its workspace from here, the flag stays in the
+    sandbox, and a program could not run a script it wrote (``./s.sh``: Permission
+    denied) where a warm one could.
+
+    Raises:
+        SandboxUnavailableError: both are noexec (says to set TMPDIR).
+    """
+    for parent in (tempfile.gettempdir(), "/var/tmp"):
+        if os.path.isdir(parent) and not os.statvfs(parent).f_flag & os.ST_NOEXEC:
+            # the sandbox uid may traverse, not list
+            return private_dir("polyrl-sandbox-ws", 0o711, parent)
+    from polyrl.errors import SandboxUnavailableError
+
+    raise SandboxUnavailableError(
+        f"TMPDIR={tempfile.gettempdir()} and /var/tmp are on filesystems mounted noexec: "
+        "sandboxed programs could not run the files they write; set TMPDIR to a "
+        "directory on a filesystem without noexec")
 
 
 def _safe_rel(path: str | os.PathLike[str]) -> str:
