@@ -137,5 +137,25 @@ def test_a_busy_machine_is_named_before_a_run():
     from polyrl.cli.run import busy_machine_note
 
     assert busy_machine_note(load=5.1, cpus=2).startswith("note: this machine is busy")
-    assert "5.1 on 2 CPUs" in busy_machine_note(load=5.1, cpus=2)
+    assert "5.1 other processes running on 2 CPUs" in busy_machine_note(load=5.1, cpus=2)
     assert busy_machine_note(load=0.4, cpus=2) is None
+
+
+def test_the_busy_measure_is_what_runs_now():
+    """Two busy processes read as (at least) about two others running. (The 1-minute
+    load average it replaced still held the README's pip install: an idle machine read
+    busy.)"""
+    import subprocess
+    import sys
+    import time
+
+    from polyrl.cli.run import running_others
+
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        assert running_others(samples=20, interval_s=0.02) >= 1.5
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()

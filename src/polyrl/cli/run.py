@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,23 +57,41 @@ class RichHooks:
 
 
 def busy_machine_note(load: float | None = None, cpus: int | None = None) -> str | None:
-    """A warning when other processes already keep the CPUs busy (1-minute load average
-    ``load`` >= half of ``cpus``; default: this machine's), else None. Torch's threads
-    compete with them: measured, a warm start ran ~10x slower (90 steps in 150 s, 600
-    when idle) with two busy processes beside it on 2 CPUs."""
+    """A warning when other processes already keep the CPUs busy (``load``, the mean
+    number of other runnable tasks, >= half of ``cpus``; default: this machine's, sampled
+    now by ``running_others``), else None. Torch's threads compete with them: measured,
+    a warm start ran ~10x slower (90 steps in 150 s, 600 when idle) with two busy
+    processes beside it on 2 CPUs."""
     from polyrl.sandbox import available_cpus
 
     if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except OSError:
+        load = running_others()
+        if load is None:
             return None
     cpus = cpus or available_cpus()
     if load < cpus / 2:
         return None
-    return (f"note: this machine is busy (load average {load:.1f} on {cpus} CPUs): the "
-            "warm start and RL compete for the CPUs and do fewer steps in their time "
-            "budgets (the README's figures are for an idle machine)")
+    return (f"note: this machine is busy (about {load:.1f} other processes running on "
+            f"{cpus} CPUs): the warm start and RL compete for the CPUs and do fewer steps "
+            "in their time budgets (the README's figures are for an idle machine)")
+
+
+def running_others(samples: int = 10, interval_s: float = 0.05) -> float | None:
+    """Mean number of runnable tasks other than this one over ``samples`` reads of
+    ``procs_running`` in ``/proc/stat``, ``interval_s`` seconds apart (~0.5 s); None
+    without ``/proc/stat``. Not the 1-minute load average: right after the README's
+    ``pip install`` that still held the install's load, and an idle machine read busy."""
+    counts = []
+    for i in range(samples):
+        try:
+            with open("/proc/stat", "rb") as f:
+                line = next(x for x in f if x.startswith(b"procs_running "))
+            counts.append(max(0, int(line.split()[1]) - 1))  # less this reader
+        except (OSError, StopIteration, ValueError):
+            return None
+        if i + 1 < samples:
+            time.sleep(interval_s)
+    return sum(counts) / len(counts)
 
 
 def _finish(run_dir: Path) -> None:
