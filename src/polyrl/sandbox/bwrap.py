@@ -84,6 +84,19 @@ def _system_args() -> list[str]:
     return args + ["--ro-bind", etcview.etc_view(), "/etc"]
 
 
+def _proc_status(pid: int | str) -> dict[bytes, bytes]:
+    """The fields of ``/proc/<pid>/status`` (name -> raw value). Raises OSError."""
+    with open(f"/proc/{pid}/status", "rb") as f:
+        return dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+
+
+def _is_namespace_init(fields: dict[bytes, bytes]) -> bool:
+    """Whether the process of these ``_proc_status`` fields is pid 1 of a pid namespace
+    below ours (a cold execution's init, or a program run as pid 1)."""
+    nspid = fields.get(b"NSpid", b"").split()
+    return len(nspid) > 1 and nspid[-1] == b"1"
+
+
 def _count_user_processes(uid: int) -> int:
     """Tasks (threads included) whose real uid is ``uid``: what ``RLIMIT_NPROC`` counts.
 
@@ -94,18 +107,11 @@ def _count_user_processes(uid: int) -> int:
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                with open(f"/proc/{name}/status", "rb") as f:
-                    status = f.read()
-            except OSError:
+                fields = _proc_status(name)
+                if int(fields[b"Uid"].split()[0]) == uid:
+                    n += int(fields.get(b"Threads", b"1"))
+            except (OSError, ValueError, KeyError):
                 continue
-            real = threads = None
-            for line in status.splitlines():
-                if line.startswith(b"Uid:"):
-                    real = int(line.split()[1])
-                elif line.startswith(b"Threads:"):
-                    threads = int(line.split()[1])
-            if real == uid:
-                n += threads or 1
     return n
 
 
@@ -116,22 +122,16 @@ def kill_uid(uid: int, sig: int, spare_pid: int = -1, spare_inits: bool = False)
         if not name.isdigit() or int(name) == spare_pid:
             continue
         try:
-            with open(f"/proc/{name}/status", "rb") as f:
-                status = f.read()
-            fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+            fields = _proc_status(name)
             if int(fields[b"Uid"].split()[0]) != uid:
                 continue
-            nspid = fields.get(b"NSpid", b"").split()
-            if spare_inits and len(nspid) > 1 and nspid[-1] == b"1":
+            if spare_inits and _is_namespace_init(fields):
                 continue
             os.kill(int(name), sig)
         except (OSError, ValueError, KeyError):
             pass
 
 
-# Enters the host view (or a session keeper's namespaces), becomes the slot uid (if
-# any), sets the rlimits, execs bwrap: what
-# ``preexec`` does, in a fresh single-threaded interpreter (see ``popen``).
 _TRAMPOLINE = r"""
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
@@ -328,9 +328,8 @@ def prepare(
         if have != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > have):
             from polyrl.errors import SandboxUnavailableError
 
-            name = next(n for n in dir(resource)
-                        if n.startswith("RLIMIT_") and n != "RLIMIT_OFILE"
-                        and getattr(resource, n) == r)
+            name = next(n for n in dir(resource) if n.startswith("RLIMIT_")
+                        and n != "RLIMIT_OFILE" and getattr(resource, n) == r)
             raise SandboxUnavailableError(
                 f"polyrl sandbox: cannot give the program {name}={hard}: the host's hard "
                 f"limit is {have} (ulimit -H; docker --ulimit, systemd Limit*=); raise it, "
@@ -385,13 +384,10 @@ def prepare(
 
             for pid in descendants(bwrap_pid)[1:]:
                 try:
-                    with open(f"/proc/{pid}/status", "rb") as f:
-                        nspid = next((ln.split()[1:] for ln in f.read().splitlines()
-                                      if ln.startswith(b"NSpid:")), [])
-                    if init_fd is not None and len(nspid) > 1 and nspid[-1] == b"1":
+                    if init_fd is not None and _is_namespace_init(_proc_status(pid)):
                         continue  # polyrl's cold init (without it the program is pid 1)
                     os.kill(pid, sig)
-                except (OSError, StopIteration):
+                except OSError:
                     pass
             return True
 

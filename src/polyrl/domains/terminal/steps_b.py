@@ -81,9 +81,17 @@ def g_config(rng: random.Random) -> Step:
 
 
 # ------------------------------------------------------------------------ data
-def _sales(rng: random.Random) -> tuple[str, list[tuple[str, str, int]]]:
-    rows = [(rng.choice(["north", "south", "east", "west"]), rng.choice(WORDS[:6]),
-             rng.randint(1, 400)) for _ in range(rng.randint(8, 16))]
+def _sales(rng: random.Random, products: list[str] | None = None
+           ) -> tuple[str, list[tuple[str, str, int]]]:
+    """A sales.csv text and its rows ``(region, product, amount)``: 8-16 rows over the
+    first 6 words, or with ``products`` a row for each of them and 3-8 more (shuffled)."""
+    if products is None:
+        rows = [(rng.choice(["north", "south", "east", "west"]), rng.choice(WORDS[:6]),
+                 rng.randint(1, 400)) for _ in range(rng.randint(8, 16))]
+    else:
+        rows = [(rng.choice(["north", "south", "east", "west"]), p, rng.randint(1, 400))
+                for p in products + [rng.choice(products) for _ in range(rng.randint(3, 8))]]
+        rng.shuffle(rows)
     return "region,product,amount\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows), rows
 
 
@@ -134,11 +142,7 @@ def d_products(rng: random.Random) -> Step:
 
     The count is spread over 2..9 (from the 6 products of ``_sales`` it was 5 or 6 in 84%
     of tasks: ``echo 5 > products.txt`` passed 44% without reading the file)."""
-    products = rng.sample(WORDS, rng.randint(2, 9))
-    rows = [(rng.choice(["north", "south", "east", "west"]), p, rng.randint(1, 400))
-            for p in products + [rng.choice(products) for _ in range(rng.randint(3, 8))]]
-    rng.shuffle(rows)
-    text = "region,product,amount\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows)
+    text, rows = _sales(rng, rng.sample(WORDS, rng.randint(2, 9)))
     n = len({r[1] for r in rows})
     return Step("products", "Write the number of distinct products in stock.csv (header "
                 "region,product,amount) to products.txt.", _write("stock.csv", text),
