@@ -262,27 +262,33 @@ time.sleep(0.3)
     assert second.stdout.splitlines()[0] == "True", second.stdout
 
 
-def _host_pid_of_server(start: str) -> int:
-    """The host pid of the warm server whose ``_SERVER_START`` printed ``start``."""
-    tick = start.strip().splitlines()[-1]
+_PID_NS = "import os\nprint(os.readlink('/proc/self/ns/pid'))\n"
+"""Prints the sandbox's pid namespace (``pid:[inode]``): the same on the host."""
+
+
+def _host_pid_of_server(pid_ns: str) -> int:
+    """The host pid of the warm server, pid 1 of the pid namespace ``pid_ns`` (the start
+    tick alone is ambiguous: another worker's server may start in the same 10 ms)."""
+    found = []
     for name in os.listdir("/proc"):
         try:
-            with open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{name}/comm") as f:
-                comm = f.read().strip()
-        except (OSError, ValueError):
+            if os.readlink(f"/proc/{name}/ns/pid") != pid_ns:
+                continue
+            with open(f"/proc/{name}/status") as f:
+                nspid = next(line for line in f if line.startswith("NSpid:")).split()
+        except (OSError, StopIteration):
             continue
-        if fields[19] == tick and comm.startswith("python"):
-            return int(name)
-    raise AssertionError(f"no server started at tick {tick}")
+        if nspid[-1] == "1":
+            found.append(int(name))
+    assert len(found) == 1, f"the server of {pid_ns}: {found}"
+    return found[0]
 
 
 def _change_during_an_execution(warm: Sandbox, change) -> str:
     """Run an execution and, while it runs, ``change(host pid of its server)`` from the
     host (a program cannot: the seccomp filter); returns the execution's stdout."""
-    first = warm.run_python(_SERVER_START)
-    pid = _host_pid_of_server(first.stdout)
+    first = warm.run_python(_PID_NS + _SERVER_START)
+    pid = _host_pid_of_server(first.stdout.splitlines()[0])
     out = []
     t = threading.Thread(target=lambda: out.append(warm.run_python(
         "import time; time.sleep(1.0)\n" + _SERVER_START)))
