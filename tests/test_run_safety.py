@@ -93,6 +93,29 @@ def test_a_second_session_on_one_run_directory_is_refused(tmp_path):
             time.sleep(0.05)
 
 
+def test_a_clean_finish_leaves_no_lock_file_and_the_lock_still_excludes(tmp_path):
+    with run_lock(tmp_path):
+        assert (tmp_path / ".lock").read_text() == f"{os.getpid()}\n"
+    assert not (tmp_path / ".lock").exists()
+    racers = [subprocess.Popen(  # many sessions at once: at most one holds it at any time
+        [sys.executable, "-c", "import os, sys, time; from pathlib import Path\n"
+         "from polyrl.eval.rundir import RunBusyError, run_lock\n"
+         "d = Path(sys.argv[1]); n = 0\n"
+         "end = time.monotonic() + 1.5\n"
+         "while time.monotonic() < end:\n"
+         "    try:\n"
+         "        with run_lock(d):\n"
+         "            fd = os.open(d / 'inside', os.O_CREAT | os.O_EXCL | os.O_WRONLY)\n"
+         "            os.close(fd); os.unlink(d / 'inside'); n += 1\n"
+         "    except RunBusyError:\n"
+         "        pass\n"
+         "print(n)", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)]
+    outs = [r.communicate(timeout=60) for r in racers]
+    assert all(r.returncode == 0 for r in racers), [o[1][-400:] for o in outs]
+    assert sum(int(o[0]) for o in outs) > 0
+
+
 def test_cli_bad_set_value_is_one_line_exit_2():
     out = subprocess.run([sys.executable, "-m", "polyrl", "run", "--set", "train.lr=[1",
                           "--print-config"], capture_output=True, text=True)

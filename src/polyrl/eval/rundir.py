@@ -136,22 +136,35 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     Two sessions over one run directory would both train and append to
     ``metrics.jsonl`` (every step twice) and race on the checkpoints. ``lockf`` locks
     belong to the process: the kernel drops them when it dies (``kill -9`` too), and
-    forked scoring workers do not inherit them.
+    forked scoring workers do not inherit them. A session that ends without an
+    exception removes the file (while it still holds the lock; an opener that raced with
+    the removal finds its file unlinked and opens the new one).
 
     Raises:
         RunBusyError: another live process holds the lock.
     """
-    fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    path = Path(run_dir) / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
             raise RunBusyError(f"{run_dir} is in use by another polyrl process (pid {holder}); "
                                "wait for it to finish or stop it, then resume") from None
+        try:  # a holder that finished may have removed the file we opened: open it anew
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
+        path.unlink(missing_ok=True)  # still locked: a clean finish leaves no .lock behind
     finally:
         os.close(fd)  # releases the lock
 

@@ -3,7 +3,8 @@
 Data: a TAT-QA file (default ``<shared data>/tatqa/tatqa_dataset_dev.json``): a list of
 documents, each ``{"table": {"uid", "table": [[cell]]}, "paragraphs": [{"order",
 "text"}], "questions": [{"uid", "question", "answer", "answer_type", "scale",
-"derivation", ...}]}``. Task ids are the question uids. Scoring: TAT-QA's exact match
+"derivation", ...}]}``. Task ids are the question uids; a question asked twice of one
+document is one task (both dropped when their gold answers differ). Scoring: TAT-QA's exact match
 and numeracy-focused F1 with scales (see ``metric.py``); reward = F1, passed = EM.
 After "TAT-QA: A Question Answering Benchmark on a Hybrid of Tabular and Textual
 Content in Finance" (Zhu et al., arXiv:2105.07624).
@@ -46,6 +47,20 @@ def difficulty_of(question: dict[str, Any]) -> int:
         return 2
     ops = sum(question.get("derivation", "").count(c) for c in "+-*/")
     return 3 if ops <= 1 else (4 if ops <= 3 else 5)
+
+
+def _one_task_per_prompt(tasks: list[Task]) -> list[Task]:
+    """Tasks whose prompts are the same text are one question: keep the first when their
+    gold answers agree, and drop all of them when they do not (no answer could score
+    on both; the dev set has one such pair). File order is kept."""
+    by_prompt: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_prompt.setdefault(t.prompt[0]["content"], []).append(t)
+    keep = set()
+    for same in by_prompt.values():
+        if len({t.reference for t in same}) == 1:
+            keep.add(same[0].id)
+    return [t for t in tasks if t.id in keep]
 
 
 class TatQaDomain(FinanceDomain):
@@ -96,8 +111,8 @@ class TatQaDomain(FinanceDomain):
                     ))
             except (KeyError, TypeError, ValueError) as e:
                 raise ConfigError(str(self.path), f"[{k}]", f"bad TAT-QA document: {e!r}") from e
-        self._tasks = tasks
-        return tasks
+        self._tasks = _one_task_per_prompt(tasks)
+        return self._tasks
 
     def tasks(self, split: str, *, difficulty: int | Sequence[int] | None = None,
               n: int | None = None, seed: int = 0) -> Iterator[Task]:
