@@ -31,6 +31,7 @@ class TinyOpenAIServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests = 0
+        self.any_model = False  # llama.cpp-like: accept any name, answer as model_name
         self._lock = threading.Lock()
         self._stopped = False
         self._gen_lock = threading.Lock()
@@ -55,7 +56,7 @@ class TinyOpenAIServer:
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Compute the JSON answer for one request."""
-        if body.get("model") != self.model_name:
+        if body.get("model") != self.model_name and not self.any_model:
             return 404, {"error": {"message": f"model {body.get('model')!r} not found"}}
         tok = self.policy.tokenizer
         if path == "/v1/chat/completions":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from polyrl.errors import ConfigError, PolicyServerError, PromptTooLongError
@@ -83,3 +85,18 @@ def test_timeout_and_connection_refused(server: TinyOpenAIServer) -> None:
     dead = OpenAIPolicy(url, "tiny", max_retries=1, backoff_s=0.01)
     with pytest.raises(PolicyServerError):
         dead.generate([make_task(0)], 1, SamplingParams(max_tokens=2))
+
+
+def test_an_answer_from_another_model_is_warned_once(server: TinyOpenAIServer) -> None:
+    sp = SamplingParams(max_tokens=2)
+    same = OpenAIPolicy(server.url, "tiny")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same.generate([make_task(0)], 2, sp)
+    assert same.served_models == {"tiny"}
+    server.any_model = True  # as llama.cpp: any name is served by the loaded model
+    other = OpenAIPolicy(server.url, "llama-70b", max_concurrency=2)
+    with pytest.warns(RuntimeWarning, match="asked for model 'llama-70b'.*'tiny'") as seen:
+        other.generate([make_task(1), make_task(2)], 2, sp)
+    assert len([w for w in seen if issubclass(w.category, RuntimeWarning)]) == 1
+    assert other.served_models == {"tiny"}

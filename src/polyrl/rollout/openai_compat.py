@@ -21,6 +21,8 @@ redirects (never followed: they would drop the body and carry the API key to
 another host) are final: ``PromptTooLongError`` when the server says the context
 is exceeded, else ``ConfigError`` (bad model name, bad request). A server that
 cannot name token ids when ``token_ids=True`` asks for them is a ``ConfigError``.
+An answer naming another ``model`` than the one asked for is a ``RuntimeWarning``
+(once per name; ``served_models`` holds every name seen).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -118,7 +121,9 @@ class OpenAIPolicy(Policy):
         self.tokenizer = tokenizer
         self.token_ids = token_ids
         self.retries = 0  # transient failures retried so far (for tests and logs)
+        self.served_models: set[str] = set()  # the ``model`` of the answers so far
         self._slots = threading.BoundedSemaphore(max_concurrency)  # shared by all calls
+        self._lock = threading.Lock()
 
     # ----------------------------------------------------------------- public API
     def generate(self, tasks: list[Task], n: int, sampling: SamplingParams) -> list[Completion]:
@@ -268,6 +273,7 @@ class OpenAIPolicy(Policy):
 
     # ------------------------------------------------------------------- answers
     def _completion(self, res: dict[str, Any], sampling: SamplingParams) -> Completion:
+        self._note_served_model(res)
         try:
             choice = res["choices"][0]
         except (KeyError, IndexError, TypeError) as e:
@@ -293,6 +299,23 @@ class OpenAIPolicy(Policy):
             task_id="", text=text or "", token_ids=ids, logprobs=lps,
             finish_reason="length" if reason == "length" else "stop", policy_version=self.version,
         )
+
+    def _note_served_model(self, res: Any) -> None:
+        """Record the answer's ``model``; warn (``RuntimeWarning``, once per name) when it
+        is not the model asked for: llama.cpp serves its loaded model whatever the name,
+        and a proxy may route to another model, so the rollouts would not be the named
+        policy's. A server whose answers name nothing is not checked."""
+        name = res.get("model") if isinstance(res, dict) else None
+        if not isinstance(name, str) or not name or name in self.served_models:
+            return
+        with self._lock:
+            if name in self.served_models:
+                return
+            self.served_models.add(name)
+        if name != self.model:
+            warnings.warn(f"{self.base_url}: asked for model {self.model!r}, the server "
+                          f"answered as {name!r}; the rollouts are that model's",
+                          RuntimeWarning, stacklevel=2)
 
 
 def _logprobs(lp: Any) -> tuple[list[str], list[float]]:
