@@ -28,7 +28,10 @@ Reproducible on every backend and host: the program starts with umask 022
 (``limits.SANDBOX_UMASK``, not the host's) and an 8 MiB stack limit
 (``limits.STACK_BYTES``, not the host's ``ulimit -s``), its input files are 0644 in 0755 folders,
 a session's ``restore()`` gives back the modes it snapshotted, and
-``TZ=UTC`` gives local time in UTC whatever the host's zone, and
+``TZ=UTC`` gives local time in UTC whatever the host's zone, the program runs in
+the ``C.UTF-8`` locale and gets the UTF-8 bytes of every ``str`` argument, environment
+variable, file name and cwd whatever the host's locale (``polyrl.sandbox.utf8``; ``bytes``
+contents and stdin unchanged; output decoded as UTF-8, errors replaced), and
 ``PYTHONHASHSEED=0`` gives Python's set and dict-of-string orders the same in every
 execution (``Sandbox.run(..., env={"PYTHONHASHSEED": "random"})`` varies them).
 What still comes from the host: ``os.cpu_count()`` (a program that sizes a pool by it,

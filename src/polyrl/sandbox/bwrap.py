@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from polyrl.sandbox import coldinit, etcview, hostview
+from polyrl.sandbox import coldinit, etcview, hostview, utf8
 from polyrl.sandbox import seccomp as seccomp_filter
 from polyrl.sandbox.limits import OOM_SCORE_ADJ, SANDBOX_UMASK, Limits, raise_oom_score
 
@@ -175,17 +175,20 @@ class Prepared:
     """A ready-to-start sandboxed command (see :func:`prepare`; start it with :func:`popen`).
 
     Attributes:
+        argv: bwrap's command line: host paths as ``str`` (the host's encoding), what
+            the sandbox sees (the program's argv, its cwd) as UTF-8 ``bytes`` (``utf8``).
+        env: the program's environment (``str``; ``popen`` passes it UTF-8 encoded).
         fallback: ``(argv, pass_fds)`` starting the same command through a fresh
             interpreter instead of ``preexec_fn`` (see ``popen``), or None.
     """
 
-    argv: list[str]
+    argv: list[str | bytes]
     env: dict[str, str]
     preexec_fn: Callable[[], None] | None
     pass_fds: tuple[int, ...] = ()
     on_kill: Callable[[int, int], bool | None] | None = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)
-    fallback: tuple[list[str], tuple[int, ...]] | None = None
+    fallback: tuple[list[str | bytes], tuple[int, ...]] | None = None
 
     def close(self) -> None:
         """Release what the start needed (the seccomp filter's fd); after the start."""
@@ -212,20 +215,23 @@ def popen(prep: Prepared, *, pass_fds: tuple[int, ...] = (), **kwargs: object
     single-threaded interpreter doing the same, ~10 ms more), and every later start of
     this process goes that way at once.
 
+    The environment goes UTF-8 encoded, whatever the host's locale (``utf8``).
+
     Raises:
         OSError, subprocess.SubprocessError: as ``subprocess.Popen``.
     """
     global _preexec_failed
+    env = utf8.encode_env(prep.env)
     if prep.fallback is None or not _preexec_failed:
         try:
-            return subprocess.Popen(prep.argv, env=prep.env, preexec_fn=prep.preexec_fn,
+            return subprocess.Popen(prep.argv, env=env, preexec_fn=prep.preexec_fn,
                                     pass_fds=tuple(pass_fds) + prep.pass_fds, **kwargs)
         except subprocess.SubprocessError:
             if prep.fallback is None:
                 raise
             _preexec_failed = True
     argv, fds = prep.fallback
-    return subprocess.Popen(argv, env=prep.env, pass_fds=tuple(pass_fds) + prep.pass_fds + fds,
+    return subprocess.Popen(argv, env=env, pass_fds=tuple(pass_fds) + prep.pass_fds + fds,
                             **kwargs)
 
 
@@ -247,10 +253,12 @@ def prepare(
     """Build the bwrap command line and child setup for one execution.
 
     Args:
-        argv: the program and its arguments, as seen inside the sandbox.
+        argv: the program and its arguments, as seen inside the sandbox (``str``: its
+            UTF-8 bytes on every host, ``utf8.encode``).
         workspace_path: host directory mounted read-write at ``/workspace`` (None: a
             1 MiB private tmpfs, nothing left on the host).
-        cwd: working directory relative to ``/workspace`` (or absolute inside the sandbox).
+        cwd: working directory relative to ``/workspace`` (or absolute inside the
+            sandbox; UTF-8 like ``argv``).
         slot: the private uid slot (root only); None runs bwrap as the current user.
         extra_binds: ``(host_path, sandbox_path, writable)`` additional mounts.
         seccomp: load ``seccomp.deny_filter()`` for the program (``--seccomp``); False
@@ -272,7 +280,7 @@ def prepare(
     view = host_view_for(python) if slot is not None else None
     if namespaces is not None:  # the keeper's user namespace is the host view's (root)
         view = hostview.HostView(namespaces[0], namespaces[1], view.hidden if view else [])
-    args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+    args: list[str | bytes] = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--die-with-parent", "--new-session", "--as-pid-1",
             "--hostname", "sandbox"]
     if not limits.network:
@@ -308,7 +316,7 @@ def prepare(
     # /dev and the sandbox's own root tmpfs: nothing writable but /workspace, /tmp and
     # /dev/shm
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    args += ["--chdir", inner_cwd(cwd), "--"] + list(argv)
+    args += ["--chdir", utf8.encode(inner_cwd(cwd)), "--"] + utf8.encode_argv(argv)
 
     rl = limits.rlimits(nofile=nofile)
     # RLIMIT_NPROC counts bwrap's own monitor process outside the sandbox (same user),

@@ -13,6 +13,7 @@ import sys
 
 from polyrl.sandbox.bwrap import Prepared, _count_user_processes, sandbox_env
 from polyrl.sandbox.limits import SANDBOX_UMASK, Limits, raise_oom_score
+from polyrl.sandbox.utf8 import encode
 
 
 def prepare(
@@ -27,14 +28,16 @@ def prepare(
     """Command and child setup for one unisolated execution in ``workspace_path``.
 
     ``/workspace/...`` in ``argv`` is NOT rewritten: relative paths work, absolute ones
-    refer to the host.
+    refer to the host. A relative ``cwd`` is UTF-8 beneath ``workspace_path`` (a host
+    path, in the host's encoding), as a bwrap execution's is (``polyrl.sandbox.utf8``).
     """
     python = python or sys.executable
     rl = limits.rlimits()
     others = _count_user_processes(os.getuid())
     rl = [(r, s + others, h + others) if r == resource.RLIMIT_NPROC else (r, s, h)
           for r, s, h in rl]
-    inner = cwd if os.path.isabs(cwd) else os.path.normpath(os.path.join(workspace_path, cwd))
+    inner = encode(cwd) if os.path.isabs(cwd) else os.path.normpath(
+        os.path.join(os.fsencode(workspace_path), encode(cwd)))
     env = sandbox_env(extra_env, python)
     env["HOME"] = workspace_path
     env["TMPDIR"] = workspace_path

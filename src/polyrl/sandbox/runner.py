@@ -23,6 +23,7 @@ from polyrl.errors import SandboxError
 from polyrl.sandbox.diskguard import DiskGuard, descendants
 from polyrl.sandbox.limits import Limits
 from polyrl.sandbox.pool import FairGate
+from polyrl.sandbox.utf8 import encode_argv, encode_env
 
 STREAMS_AFTER_EXIT_S = 2.0
 """After the main process exits, how long the host keeps reading output that something
@@ -56,7 +57,7 @@ def _kill_group(pid: int, sig: int) -> None:
 
 
 def run_process(
-    argv: list[str],
+    argv: list[str | bytes],
     limits: Limits,
     *,
     env: dict[str, str],
@@ -73,6 +74,8 @@ def run_process(
     """Run ``argv`` (in its own session) under ``limits.timeout_s`` and the output limit.
 
     Args:
+        argv, env: the program's command line and environment; ``str`` goes UTF-8
+            encoded, whatever the host's locale (``polyrl.sandbox.utf8``).
         stdin: bytes fed to the program (through a file, so it never blocks the host).
         preexec_fn: runs in the child before exec (rlimits, namespaces, uid).
         on_kill: extra kill action ``on_kill(signal, started_pid)`` (e.g. kill every process
@@ -104,16 +107,17 @@ def run_process(
         stdin_f.write(stdin)
         stdin_f.seek(0)
     try:
+        args = encode_argv(argv)
         io = {"stdin": stdin_f if stdin_f else subprocess.DEVNULL, "stdout": subprocess.PIPE,
               "stderr": subprocess.PIPE, "cwd": cwd, "pass_fds": pass_fds,
               "start_new_session": True, "close_fds": True}
         if spawn is not None:
             proc = spawn(**io)
         else:
-            proc = subprocess.Popen(argv, env=env, preexec_fn=preexec_fn, **io)
+            proc = subprocess.Popen(args, env=encode_env(env), preexec_fn=preexec_fn, **io)
         proc_started = True
     except (FileNotFoundError, PermissionError, NotADirectoryError) as e:
-        if spawn is not None or e.filename != argv[0]:
+        if spawn is not None or e.filename != args[0]:
             raise SandboxError(f"could not start {argv[0]}: {e}") from e
         # the program itself cannot be executed: its failure, as a shell reports it
         return RawRun(127 if isinstance(e, FileNotFoundError) else 126, None, b"",

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 
 from polyrl.errors import ConfigError, SandboxError
+from polyrl.sandbox.utf8 import encode
 
 
 def private_dir(name: str, mode: int, parent: str | None = None) -> str:
@@ -62,12 +63,13 @@ def _base_dir() -> str:
 
 def _safe_rel(path: str | os.PathLike[str]) -> str:
     """Normalise a workspace-relative path (``str`` or ``os.PathLike``); reject absolute
-    paths, ``..``, NUL bytes and names the filesystem cannot encode (lone surrogates)."""
+    paths, ``..``, NUL bytes and names with no UTF-8 bytes (lone surrogates that are no
+    surrogate escapes): a name's bytes are its UTF-8 on every host (``utf8``)."""
     try:
         path = os.fspath(path)
         if "\0" in path:
             raise ValueError("a NUL byte")
-        os.fsencode(path)
+        encode(path)
     except (ValueError, TypeError) as e:  # UnicodeEncodeError is a ValueError
         raise ConfigError("<sandbox>", "files", f"{path!r} is no usable file name: {e}") from None
     norm = os.path.normpath(path)
@@ -127,6 +129,7 @@ class Workspace:
 
     def write_files(self, files: dict[str, str | bytes] | None) -> None:
         """Write ``files`` (relative path -> text or bytes) into the workspace, parents created.
+        Names and text are written UTF-8 encoded, whatever the host's locale.
 
         Every path component is opened relative to the one before it and never through
         a symlink, so a link planted by a program cannot redirect the host's write.
@@ -140,7 +143,7 @@ class Workspace:
             data = content.encode() if isinstance(content, str) else bytes(content)
             parent = self._open_parent(rel, create=True)
             try:  # O_NONBLOCK: a fifo planted there fails (ENXIO) instead of blocking
-                fd = os.open(os.path.basename(rel),
+                fd = os.open(encode(os.path.basename(rel)),
                              os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
                              | os.O_CLOEXEC, 0o644, dir_fd=parent)
             except OSError as e:
@@ -170,7 +173,7 @@ class Workspace:
         """
         fd = os.open(self.path, _DIR_FLAGS)
         try:
-            for part in rel.split("/")[:-1]:
+            for part in encode(rel).split(b"/")[:-1]:
                 made = False
                 if create:
                     try:
@@ -195,7 +198,8 @@ class Workspace:
         return fd
 
     def read_file(self, rel: str, max_bytes: int = 64 << 20) -> bytes:
-        """Read one workspace file without following symlinks anywhere on its path.
+        """Read one workspace file without following symlinks anywhere on its path
+        (``rel``: the UTF-8 name, as ``write_files``).
 
         Raises:
             FileNotFoundError: missing; SandboxError: a symlink, not a regular file, or too big.
@@ -203,7 +207,7 @@ class Workspace:
         rel = _safe_rel(rel)
         parent = self._open_parent(rel, create=False)
         try:
-            fd = os.open(os.path.basename(rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(encode(os.path.basename(rel)), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
                          | os.O_CLOEXEC, dir_fd=parent)
         except OSError as e:
             raise _link_error(e, f"refusing to read {rel!r}: it is (or goes through) a "
