@@ -195,4 +195,8 @@ def test_children_isolate_ahead_but_only_workers_programs_run_at_once():
     spans = [tuple(map(float, r.stdout.split())) for r in results]
     for start, _ in spans:  # programs running at each start (its own included)
         assert sum(a <= start < b for a, b in spans) <= 2, spans
-    assert all(r.wall_s < 1.0 for r in results)
+    # the wall time is the program's own span (from its release), not its wait at the
+    # gate (a run of another program): a bound on the whole (< 1.0 s) failed on a
+    # loaded host, where the 0.15 s of CPU alone took 0.5-0.9 s
+    over = [r.wall_s - (b - a) for r, (a, b) in zip(results, spans, strict=True)]
+    assert all(x < 0.15 for x in over), over

@@ -62,9 +62,13 @@ Limitations (real hazards, read before trusting a verdict):
   host's own, the trainer among them. Warm and fork-server programs cannot lower it
   (a program may make itself dumpable again, so: Landlock, or a read-only ``/proc``
   under the fork-server's ``namespaces``); a cold one can, back to the host's 0.
-- ``max_pids`` is exact only as root (each execution gets its own uid). As a normal
-  user RLIMIT_NPROC counts all the user's processes, so polyrl widens it by the number
-  the user already runs: a fork bomb is still stopped, less tightly.
+- ``max_pids`` is exact as root (each execution gets its own uid), and for a normal
+  user's cold executions on Linux >= 5.14 (RLIMIT_NPROC counts per user namespace:
+  bwrap keeps the host's limit, the sandbox's pid 1 gets ``max_pids`` before its
+  release), so other processes of the same user (a parallel sandbox) take nothing
+  from it. Elsewhere (older kernels, ``process``) RLIMIT_NPROC counts all the user's
+  processes, so polyrl widens it by the number the user already runs: a fork bomb is
+  still stopped, less tightly, and a neighbour started later can make a fork fail.
 - ``max_file_mib`` bounds each file, the private ``/tmp``, and how much the workspace
   may grow during one execution. The kernel bounds it where the workspace is a tmpfs:
   in the fork-server (``max_file_mib`` plus the input files) and in warm sandboxes

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -132,6 +133,17 @@ def kill_uid(uid: int, sig: int, spare_pid: int = -1, spare_inits: bool = False)
             pass
 
 
+def _nproc_per_userns() -> bool:
+    """Whether this kernel counts ``RLIMIT_NPROC`` per user namespace (Linux >= 5.14,
+    "ucounts"): a task's limit then bounds its own namespace's processes of its uid,
+    and each namespace the rlimit of its creator for the whole uid above it."""
+    m = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return m is not None and (int(m[1]), int(m[2])) >= (5, 14)
+
+
+NPROC_PER_USERNS = _nproc_per_userns()
+
+
 _TRAMPOLINE = r"""
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
@@ -189,6 +201,26 @@ class Prepared:
     on_kill: Callable[[int, int], bool | None] | None = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     fallback: tuple[list[str | bytes], tuple[int, ...]] | None = None
+    child_nproc: int | None = None
+
+    def limit_child(self, child_pid: int) -> None:
+        """Give the sandbox's pid 1 (host pid ``child_pid``, bwrap's ``child-pid``, still
+        held at ``--block-fd``) its ``RLIMIT_NPROC`` when ``child_nproc`` is set (no
+        private uid); a no-op otherwise. Call it before releasing the program.
+
+        Raises:
+            SandboxError: the kernel refused (the program must not run unlimited).
+        """
+        if self.child_nproc is None:
+            return
+        try:
+            resource.prlimit(child_pid, resource.RLIMIT_NPROC,
+                             (self.child_nproc, self.child_nproc))
+        except (OSError, ValueError) as e:
+            from polyrl.errors import SandboxError
+
+            raise SandboxError(f"cannot limit the sandbox's processes (RLIMIT_NPROC of "
+                               f"pid {child_pid}): {e}") from e
 
     def close(self) -> None:
         """Release what the start needed (the seccomp filter's fd); after the start."""
@@ -249,6 +281,7 @@ def prepare(
     nofile: int = 1024,
     namespaces: tuple[int, int] | None = None,
     init: bool = False,
+    nproc_at_release: bool = False,
 ) -> Prepared:
     """Build the bwrap command line and child setup for one execution.
 
@@ -270,6 +303,10 @@ def prepare(
             the host view's (root) or ours. The descriptors must stay open until the start.
         init: run ``argv`` under polyrl's cold init (``polyrl.sandbox.coldinit``: pid 1,
             the program pid 2) where this machine has it; else the program is pid 1.
+        nproc_at_release: the caller holds the program at ``--block-fd`` and calls
+            ``Prepared.limit_child`` before releasing it: without a private uid (on a
+            kernel counting per user namespace) bwrap then keeps the host's
+            ``RLIMIT_NPROC`` and only the sandbox gets ``max_pids``, exactly.
 
     Raises:
         SandboxUnavailableError: bwrap or the host view is not available.
@@ -319,19 +356,32 @@ def prepare(
     args += ["--chdir", utf8.encode(inner_cwd(cwd)), "--"] + utf8.encode_argv(argv)
 
     rl = limits.rlimits(nofile=nofile)
-    # RLIMIT_NPROC counts bwrap's own monitor process outside the sandbox (same user),
-    # and the cold init, and, without a private uid, every other process of this user on
-    # the host
-    extra = 1 + (init_fd is not None) + (
-        0 if slot is not None else _count_user_processes(os.getuid()))
-    rl = [(r, s + extra, h + extra)
-          if r == resource.RLIMIT_NPROC and s != resource.RLIM_INFINITY else (r, s, h)
-          for r, s, h in rl]
+    child_nproc = None
+    nproc = next(s for r, s, _ in rl if r == resource.RLIMIT_NPROC)
+    if (nproc_at_release and slot is None and nproc != resource.RLIM_INFINITY
+            and NPROC_PER_USERNS):
+        # no private uid: bwrap keeps the host's RLIMIT_NPROC (its user namespace's
+        # ceiling for all of this user's processes), and the sandbox's pid 1 gets
+        # max_pids (+ the cold init) before it is released (Prepared.limit_child): the
+        # kernel counts it against the processes of the sandbox's own user namespace
+        # only, so a neighbour of the same user cannot take the program's share
+        child_nproc = nproc + (init_fd is not None)
+        rl = [x for x in rl if x[0] != resource.RLIMIT_NPROC]
+    else:
+        # RLIMIT_NPROC counts bwrap's own monitor process outside the sandbox (same
+        # user), and the cold init, and, without a private uid on a kernel that counts
+        # per user only, every other process of this user on the host
+        extra = 1 + (init_fd is not None) + (
+            0 if slot is not None else _count_user_processes(os.getuid()))
+        rl = [(r, s + extra, h + extra)
+              if r == resource.RLIMIT_NPROC and s != resource.RLIM_INFINITY else (r, s, h)
+              for r, s, h in rl]
 
     # set after dropping to the slot uid (or as a normal user): none may exceed our hard
     # limits (a host `ulimit -n 256` or `ulimit -u 20`: say so, not "Exception occurred
     # in preexec_fn" / "not allowed to raise maximum limit")
-    for r, _, hard in rl:
+    for r, _, hard in rl + ([(resource.RLIMIT_NPROC, child_nproc, child_nproc)]
+                            if child_nproc is not None else []):
         have = resource.getrlimit(r)[1]
         if have != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > have):
             from polyrl.errors import SandboxUnavailableError
@@ -400,4 +450,5 @@ def prepare(
             return True
 
     return Prepared(argv=args, env=sandbox_env(extra_env, python), preexec_fn=preexec,
-                    on_kill=on_kill, fallback=fallback, pass_fds=pass_fds, cleanup=cleanup)
+                    on_kill=on_kill, fallback=fallback, pass_fds=pass_fds, cleanup=cleanup,
+                    child_nproc=child_nproc)

@@ -70,6 +70,7 @@ def run_process(
     release_fd: int = -1,
     spawn: Callable[..., subprocess.Popen] | None = None,
     disk_guard: DiskGuard | None = None,
+    before_release: Callable[[subprocess.Popen], None] | None = None,
 ) -> RawRun:
     """Run ``argv`` (in its own session) under ``limits.timeout_s`` and the output limit.
 
@@ -91,6 +92,9 @@ def run_process(
             (the bwrap backend's ``popen``, which may retry without ``preexec_fn``).
         disk_guard: watches the workspace (a host directory) while the program runs;
             past its budget the program is killed, ``killed_for="max_file_mib"``.
+        before_release: called with the started process before the gate is taken and
+            ``release_fd`` written (bwrap's sandbox is set up; its program waits). If it
+            raises, the process group is killed and reaped and the error propagates.
 
     Without ``spawn``, a program that cannot be executed (not found: 127; not
     executable: 126, as a shell reports it) is a result, not an error.
@@ -133,6 +137,15 @@ def run_process(
         if release_fd >= 0 and proc_started is False:
             os.close(release_fd)
     assert proc.stdout is not None and proc.stderr is not None
+    if before_release is not None:
+        try:
+            before_release(proc)
+        except BaseException:
+            _kill_group(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            if release_fd >= 0:
+                os.close(release_fd)
+            raise
     if gate is not None:
         gate.acquire()
     try:

@@ -7,6 +7,8 @@ import fcntl
 import functools
 import json
 import os
+import select
+import subprocess
 import sys
 import termios
 import time
@@ -234,12 +236,13 @@ class Sandbox:
         prep = bwrap_backend.prepare(argv, lim, ws.host_dir, cwd=cwd, slot=slot,
                                      python=self.python, extra_env=env,
                                      extra_binds=extra_binds, namespaces=namespaces,
-                                     init=not as_init)
+                                     init=not as_init, nproc_at_release=True)
         status_r, status_w = os.pipe()
         block_r, block_w = os.pipe()
         os.set_blocking(status_r, False)
         # bwrap sets the sandbox up, then waits on --block-fd until we are admitted
         prep.add_bwrap_options(["--json-status-fd", str(status_w), "--block-fd", str(block_r)])
+        seen: list[bytes] = []  # what the status pipe said before the release
         try:
             release_fd, block_w = block_w, -1  # run_process closes it in every case
             # the trampoline (see bwrap_backend.popen) passes the status/block fds on
@@ -247,10 +250,13 @@ class Sandbox:
                               preexec_fn=prep.preexec_fn, pass_fds=(status_w, block_r),
                               on_kill=prep.on_kill, gate=self._gate, release_fd=release_fd,
                               spawn=functools.partial(bwrap_backend.popen, prep),
-                              disk_guard=guard)
+                              disk_guard=guard, before_release=None if prep.child_nproc
+                              is None else functools.partial(_limit_child, prep, status_r,
+                                                             seen, lim.timeout_s))
             os.close(status_w)
             status_w = -1
-            _check_bwrap_started(status_r, block_r, raw.stderr, raw.killed_for)
+            _check_bwrap_started(status_r, block_r, raw.stderr, raw.killed_for,
+                                 b"".join(seen))
             raw.returncode, raw.stderr = _exec_failure(raw.returncode, raw.stderr)
         finally:
             prep.close()
@@ -285,8 +291,39 @@ def _exec_failure(returncode: int | None, stderr: bytes) -> tuple[int | None, by
     return status, b"polyrl sandbox: " + stderr[len(prefix):]
 
 
+def _limit_child(prep: bwrap_backend.Prepared, status_r: int, seen: list[bytes],
+                 wait_s: float, proc: subprocess.Popen) -> None:
+    """Before the release: read bwrap's ``child-pid`` from its status pipe (appending
+    what was read to ``seen``) and give that process ``prep.child_nproc``. Nothing to
+    do when bwrap exits first or says nothing within ``wait_s`` seconds (a failed
+    start, reported after the run by ``_check_bwrap_started``: the program never ran).
+
+    Raises:
+        SandboxError: the limit could not be set.
+    """
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            while chunk := os.read(status_r, 65536):
+                seen.append(chunk)
+        except BlockingIOError:
+            pass
+        for line in b"".join(seen).splitlines():
+            try:
+                pid = json.loads(line).get("child-pid")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(pid, int):
+                prep.limit_child(pid)
+                return
+        # bwrap exited (not reaped here: the runner's pidfd_open needs it unreaped)
+        if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return
+        select.select([status_r], [], [], 0.05)
+
+
 def _check_bwrap_started(status_r: int, block_r: int, stderr: bytes,
-                         killed_for: str | None) -> None:
+                         killed_for: str | None, seen: bytes = b"") -> None:
     """Raise SandboxError when bwrap died before starting the program.
 
     bwrap reads the one byte of ``--block-fd`` after it set the sandbox up (mounts
@@ -299,7 +336,7 @@ def _check_bwrap_started(status_r: int, block_r: int, stderr: bytes,
         fcntl.ioctl(block_r, termios.FIONREAD, unread)
     except OSError:
         unread[0] = 0
-    chunks = []
+    chunks = [seen]
     try:
         while chunk := os.read(status_r, 65536):
             chunks.append(chunk)
