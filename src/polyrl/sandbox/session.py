@@ -172,12 +172,14 @@ class SandboxSession:
     # ------------------------------------------------------------------ steps
     def run(self, command: str | list[str], *, stdin: bytes | str | None = None,
             limits: Limits | str | None = None, env: dict[str, str] | None = None,
-            as_init: bool = False) -> ExecResult:
+            as_init: bool = False, ro_binds: list[tuple[str, str]] | None = None) -> ExecResult:
         """Run one step: a shell command string (``bash -c``) or an argv list, in the current cwd.
 
         For a string, the cwd after the command (``cd`` included) becomes the session's cwd.
 
         Args:
+            ro_binds: bwrap only: ``(host_path, sandbox_path)`` mounted read-only for this
+                step (a grader's test files, which the programs it runs cannot change).
             as_init: bwrap: run the step's program as pid 1 of its pid namespace instead
                 of under the cold init (``polyrl.sandbox.coldinit``). The kernel then
                 drops every signal sent to it from inside the namespace that it has no
@@ -188,14 +190,19 @@ class SandboxSession:
 
         Raises:
             SandboxError / SandboxUnavailableError: the sandbox failed (not the command).
+            ValueError: ``ro_binds`` on the process backend (it has no mounts).
         """
+        if ro_binds and self.sandbox.backend != "bwrap":
+            raise ValueError("ro_binds needs the bwrap backend")
         with self._busy:
-            return self._run(command, stdin=stdin, limits=limits, env=env, as_init=as_init)
+            return self._run(command, stdin=stdin, limits=limits, env=env, as_init=as_init,
+                             ro_binds=ro_binds)
 
     def _run(self, command: str | list[str], *, stdin: bytes | str | None,
              limits: Limits | str | None, env: dict[str, str] | None,
-             as_init: bool) -> ExecResult:
+             as_init: bool, ro_binds: list[tuple[str, str]] | None) -> ExecResult:
         self._check_open()
+        binds = [(host, inside, False) for host, inside in ro_binds or []]
         lim = resolve_limits(limits, self.limits)
         isolated = self.sandbox.backend == "bwrap"
         root = "/workspace" if isolated else self.workspace.path
@@ -212,14 +219,14 @@ class SandboxSession:
             res = self.sandbox._execute(
                 ["bash", "-c", _STEP], lim, self.workspace, self._slot, cwd=root, stdin=stdin,
                 env=step_env, namespaces=namespaces, as_init=as_init,
-                extra_binds=[(cwd_file, "/run/polyrl/cwd", True)] if isolated else None)
+                extra_binds=[(cwd_file, "/run/polyrl/cwd", True), *binds] if isolated else None)
             res.argv = ["bash", "-c", command]
             self._update_cwd(cwd_file, root)
         else:
             res = self.sandbox._execute(command, lim, self.workspace, self._slot,
                                         cwd=self.cwd.replace("/workspace", root, 1),
                                         stdin=stdin, env=env, namespaces=namespaces,
-                                        as_init=as_init)
+                                        as_init=as_init, extra_binds=binds or None)
         self.sandbox._record(res, lim, "session")
         return res
 

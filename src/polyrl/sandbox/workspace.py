@@ -93,6 +93,19 @@ def collect_names(paths: list[str] | list[os.PathLike[str]] | None) -> list[str]
     return [os.fspath(rel) for rel in paths]
 
 
+def bindable_dir(prefix: str) -> str:
+    """A new empty host folder (mode 0755) that a sandbox may bind: under the workspaces'
+    base (``_base_dir``: traversable by a private sandbox uid, not ``noexec``), for
+    read-only mounts such as a grader's test files. The caller removes it.
+
+    Raises:
+        SandboxUnavailableError: as ``_base_dir``.
+    """
+    path = tempfile.mkdtemp(prefix=prefix, dir=_base_dir())
+    os.chmod(path, 0o755)
+    return path
+
+
 class Workspace:
     """One host directory that a sandbox mounts read-write at ``/workspace``.
 

@@ -13,11 +13,17 @@ given (a NUL byte, a lone surrogate, over ``MAX_COMMAND_BYTES``) is not run: its
 counts and the observation says why.
 
 Grading is built so that nothing the agent left in ``/workspace`` runs as part of the
-grader (see ``GRADER``): the test files are written by the grading command itself into
-a fresh ``mkdtemp`` folder of the sandbox's ``/tmp`` (a new tmpfs for every command, so
-the agent cannot have prepared it, and ``/workspace/.polyrl_tests`` is just an agent
-file); the grader is ``python3 -I`` (no script folder, cwd, ``PYTHON*`` variable or
-user site on the import path) running as the sandbox's pid 1 (no signal from inside
+grader (see ``GRADER``): the test files are written by the host, after the episode,
+into a new host folder mounted read-only for the grading command only, at
+``TESTS_MOUNT`` plus a random suffix (bwrap; the process backend: written by the grading
+command into a fresh folder of its ``/tmp``), so no program a check runs can rewrite
+``check.sh``, ``run-tests.sh`` or a test's expected-output file, and no link the agent
+left can point at one (``/workspace/.polyrl_tests`` is just an agent file); the grader
+reports through a close-on-exec descriptor (the programs it runs get ``/dev/null`` as
+stdout: they cannot print TAP lines into the report); a check script that is killed, or
+cut short by a limit without a TAP plan, scores 0 (``grade_output``); the grader is
+``python3 -I`` (no script folder, cwd, ``PYTHON*`` variable or user site on the import
+path) running as the sandbox's pid 1 (no signal from inside
 kills it; every process left dies with it) and non-dumpable (agent code it runs cannot
 open its ``/proc/<pid>/mem``); git runs without system/global config, hooks,
 fsmonitor, pager, replace refs and with every filter/textconv/diff/merge driver of the
@@ -25,16 +31,23 @@ workspace's repositories (folders with a ``.git``, and git directories themselve
 git uses without one) turned into ``cat`` (so agent-written git config runs nothing and
 forges no git output; a folder the grader cannot list fails the grading, since a
 repository in it would go unchecked); ``check.py`` runs from memory, so the agent's programs it
-runs cannot read its expected values. Known limits: ``check.sh`` and ``run-tests.sh``
-run in bash, which stays dumpable (agent code the script runs may patch it); pytest and
-``run-tests.sh`` tests are files under ``$TEST_DIR`` that agent programs they run could
-read (taskdir tasks only: the generated tasks are all ``check.py``).
+runs cannot read its expected values. ``check.sh`` and ``run-tests.sh`` run in
+an execute-only copy of bash, which the kernel makes non-dumpable. Known limits (taskdir
+tasks only: the generated tasks are all ``check.py``): pytest, ``check.sh`` and
+``run-tests.sh`` tests are files under ``$TEST_DIR`` that agent programs they run can
+read (expected values in them are not secret); the programs a check script runs (its
+``pytest``; a ``python3 -m pytest`` or ``python3 -c`` even imports modules the agent left
+in the cwd, ``/workspace``) are dumpable and share the script's stdout, so agent programs
+can tamper with them or print into the report (a TAP plan bounds what that can add).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import secrets
+import shutil
 import threading
 from typing import Any
 
@@ -57,30 +70,43 @@ _PYTEST_SUMMARY_RE = re.compile(
     r"^=*\s*((?:\d+ [a-z]+|no tests ran)(?:, \d+ [a-z]+)*) in \d+(?:\.\d+)?s"
     r"(?: \([0-9:]+\))?\s*=*$")
 _PYTEST_COUNT_RE = re.compile(r"(\d+) ([a-z]+)")
-_TAP_RE = re.compile(r"^(not ok|ok)\b", re.M)
+_TAP_RE = re.compile(r"^(not ok|ok)\b[ \t]*(\d*)", re.M)
 _TAP_PLAN_RE = re.compile(r"^1\.\.(\d+)\s*$", re.M)
+_TAP_BAIL_RE = re.compile(r"^Bail out!", re.M)
+TESTS_MOUNT = "/run/polyrl/grade-"
+"""Where the grading command sees the host's read-only copy of the test files (bwrap),
+plus 16 random hex digits: no symlink the agent left can point at an expected-output file."""
 
 # Run as ``exec python3 -I -c "$POLYRL_GRADER"`` with a JSON spec on stdin:
-# {"mode": "pytest"|"check.py"|"check.sh"|"run-tests.sh", "files": {rel: text}}.
+# {"mode": "pytest"|"check.py"|"check.sh"|"run-tests.sh", "files": {rel: text},
+#  "root": the read-only folder holding the other test files (absent: write "files")}.
 GRADER = r"""
-import ctypes, json, os, signal, subprocess, sys, tempfile, traceback
+import ctypes, fcntl, json, os, signal, subprocess, sys, tempfile, traceback
 spec = json.load(sys.stdin)
 for key in [k for k in os.environ if k.startswith("POLYRL_")]:
     del os.environ[key]
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/<pid>/mem etc. closed
 signal.signal(signal.SIGINT, signal.SIG_DFL)  # pid 1 without handlers: unkillable inside
-null = os.open(os.devnull, os.O_RDONLY)
+# the report goes out through a close-on-exec copy of stdout; fd 1 of every program we
+# run (a check's os.system, a test's subprocess) is /dev/null, so no agent program can
+# print a TAP line or summary into it (nor reach it through /proc: we are not dumpable)
+report = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 0)
+os.dup2(null, 1)
 os.close(null)
-root = tempfile.mkdtemp(prefix="polyrl-grade-", dir="/tmp")
+sys.stdout = open(report, "w", encoding="utf-8", errors="replace", closefd=False)
 # check.py runs from memory: its expected values (literals) are never in a file that the
 # agent's programs, which it runs with our uid, could read ($TEST_DIR/check.py)
 check_src = spec["files"].pop("tests/check.py", None) if spec["mode"] == "check.py" else None
-for rel, text in spec["files"].items():
-    path = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+root = spec.get("root")  # the host's read-only mount of the test files (bwrap)
+if root is None:  # the process backend: written here, where agent programs could edit them
+    root = tempfile.mkdtemp(prefix="polyrl-grade-", dir="/tmp")
+    for rel, text in spec["files"].items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
 tests = os.path.join(root, "tests")
 git = {"core.fsmonitor": "false", "core.hooksPath": "/dev/null", "core.pager": "cat",
        "core.attributesFile": "/dev/null", "core.sshCommand": "false",
@@ -148,7 +174,13 @@ try:
         script = os.path.join(root, "run-tests.sh") if mode == "run-tests.sh" else \
             os.path.join(tests, "check.sh")
         sys.stdout.flush()
-        code = subprocess.call(["bash", script])
+        # the host's execute-only copy of bash: the kernel makes a program it may not
+        # read non-dumpable, so no agent program the script runs can patch its memory
+        shell = os.path.join(root, "bash")
+        code = subprocess.call([shell if os.path.isfile(shell) else "bash", script],
+                               stdout=report)
+        if code < 0:  # killed (by an agent program's kill -9 -1): its report is cut short
+            print("Bail out! polyrl grader: the check script was killed by signal %d" % -code)
 except SystemExit as e:
     code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
     if not isinstance(e.code, int | None):
@@ -160,6 +192,37 @@ sys.stdout.flush()
 sys.stderr.flush()
 os._exit(int(code) & 255)  # no atexit hook or thread of imported agent code prints after
 """
+
+
+def _write_ro_tree(files: dict[str, str]) -> str:
+    """A new host folder holding ``files`` (relative path -> text), readable by every uid
+    (the sandbox's may be a private one) and not ``noexec`` (``bindable_dir``); the
+    caller removes it."""
+    from polyrl.sandbox.workspace import bindable_dir
+
+    root = bindable_dir("polyrl-grade-")
+    for rel, text in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(path, 0o644)
+    for top, dirs, _ in os.walk(root):  # whatever the host's umask made them
+        for d in dirs:
+            os.chmod(os.path.join(top, d), 0o755)
+    return root
+
+
+def _add_exec_only_bash(folder: str) -> None:
+    """Copy this host's bash (the sandbox's: it binds the host's ``/usr``) into
+    ``folder`` as ``bash``, mode 0111. Executed from there it is not dumpable, since the
+    kernel may not let its user read it (``would_dump``): no program it runs can open its
+    ``/proc/<pid>/mem`` to rewrite the check script it has parsed. No bash: nothing."""
+    found = shutil.which("bash", path="/usr/bin:/bin")
+    if found:
+        dest = os.path.join(folder, "bash")
+        shutil.copyfile(found, dest)
+        os.chmod(dest, 0o111)
 
 
 def default_sandbox() -> Any:
@@ -269,9 +332,16 @@ def grade_output(res: ExecResult, mode: str = "check.py") -> tuple[float, int, i
     ``mode`` (see ``test_mode``): ``"pytest"`` reads only pytest's final summary line
     (the last non-blank stdout line); ``"check.py"``/``"check.sh"`` only TAP lines;
     ``"run-tests.sh"`` the last pytest summary line, else TAP lines; a TAP plan line
-    (``1..N``, printed by the generated checks first) makes the total at least N, so
-    that the tests of a report cut short count as failed. No counts (or zero tests)
-    gives ``(0.0, 0, 0)``: the exit status alone never scores.
+    (``1..N``, printed by the generated checks first) makes the total N, so that the
+    tests of a report cut short count as failed. No counts (or zero tests) gives
+    ``(0.0, 0, 0)``: the exit status alone never scores.
+
+    A TAP report that cannot be the check's own scores ``(0.0, 0, total)``: a
+    ``Bail out!`` line (the grader's, for a check script that was killed), more than
+    one plan, more result lines than the plan, a test number twice or past the plan
+    (lines an agent program printed into a check script's stdout), or a report with no
+    plan cut short by a limit (``res.limit_hit``: a hung agent program would otherwise
+    leave only the checks before it, all passed).
     """
     if mode in ("pytest", "run-tests.sh"):
         got = _pytest_summary(res.stdout, last_only=mode == "pytest")
@@ -280,12 +350,20 @@ def grade_output(res: ExecResult, mode: str = "check.py") -> tuple[float, int, i
         if mode == "pytest":
             return 0.0, 0, 0
     tap = _TAP_RE.findall(res.stdout)
-    plan = _TAP_PLAN_RE.search(res.stdout)
-    total = max(len(tap), int(plan.group(1)) if plan else 0)
-    if total:  # a plan (``1..N``) counts the tests a cut-short report never reached
-        good = sum(1 for t in tap if t == "ok")
-        return good / total, good, total
-    return 0.0, 0, 0
+    plans = _TAP_PLAN_RE.findall(res.stdout)
+    planned = int(plans[0]) if plans else 0
+    total = max(len(tap), planned)
+    if not total:
+        return 0.0, 0, 0
+    numbers = [int(n) for _, n in tap if n]
+    forged = (bool(_TAP_BAIL_RE.search(res.stdout)) or len(plans) > 1
+              or len(numbers) != len(set(numbers))
+              or (planned and (len(tap) > planned or any(n > planned for n in numbers)))
+              or (not planned and res.limit_hit is not None))
+    if forged:
+        return 0.0, 0, total
+    good = sum(1 for t, _ in tap if t == "ok")
+    return good / total, good, total
 
 
 class TerminalEnv(Env):
@@ -327,9 +405,11 @@ class TerminalEnv(Env):
         return obs, {"max_turns": meta["max_turns"]}
 
     def _exec(self, command: str, timeout_s: float, *, stdin: str | None = None,
-              env: dict[str, str] | None = None, as_init: bool = False) -> ExecResult:
+              env: dict[str, str] | None = None, as_init: bool = False,
+              ro_binds: list[tuple[str, str]] | None = None) -> ExecResult:
         limits = self.session.limits.replace(timeout_s=timeout_s, cpu_s=timeout_s)
-        res = self.session.run(command, limits=limits, stdin=stdin, env=env, as_init=as_init)
+        res = self.session.run(command, limits=limits, stdin=stdin, env=env, as_init=as_init,
+                               ro_binds=ro_binds)
         if res.error:
             raise SandboxError(f"task {self.task.id}: {res.error}: {res.error_message}")
         return res
@@ -368,8 +448,11 @@ class TerminalEnv(Env):
     def run_tests(self) -> Score:
         """Run the task's tests through ``GRADER`` and grade (reward = fraction passed).
 
-        The test files travel on stdin and are written by the grading command into a
-        fresh folder of its own ``/tmp``; nothing is copied into ``/workspace``.
+        The test files are written by the host into a new folder that the grading
+        command alone sees, read-only (bwrap; on the process backend they travel on stdin
+        and the grading command writes them into a fresh folder of its ``/tmp``);
+        ``check.py`` travels on stdin and runs from memory. Nothing is copied into
+        ``/workspace``.
 
         Raises:
             SandboxError: the sandbox failed. GraderError: the task has no runnable tests.
@@ -380,9 +463,26 @@ class TerminalEnv(Env):
         files["pytest.ini"] = "[pytest]\n"
         if meta.get("run_tests"):
             files["run-tests.sh"] = meta["run_tests"]
-        res = self._exec('cd /workspace && exec python3 -I -c "$POLYRL_GRADER"',
-                         meta["test_timeout_s"], env={"POLYRL_GRADER": GRADER},
-                         stdin=json.dumps({"mode": mode, "files": files}), as_init=True)
+        spec: dict[str, Any] = {"mode": mode, "files": files}
+        host_dir, mount = None, ""
+        if getattr(self.sandbox, "backend", None) == "bwrap":
+            # the files go in read-only: no program the check runs can rewrite check.sh or
+            # run-tests.sh while bash reads it, nor a test's expected-output file
+            memory = {"tests/check.py"} if mode == "check.py" else set()
+            host_dir = _write_ro_tree({k: v for k, v in files.items() if k not in memory})
+            if mode in ("check.sh", "run-tests.sh"):
+                _add_exec_only_bash(host_dir)
+            mount = TESTS_MOUNT + secrets.token_hex(8)
+            spec = {"mode": mode, "root": mount,
+                    "files": {k: v for k, v in files.items() if k in memory}}
+        try:
+            res = self._exec('cd /workspace && exec python3 -I -c "$POLYRL_GRADER"',
+                             meta["test_timeout_s"], env={"POLYRL_GRADER": GRADER},
+                             stdin=json.dumps(spec), as_init=True,
+                             ro_binds=[(host_dir, mount)] if host_dir else None)
+        finally:
+            if host_dir:
+                shutil.rmtree(host_dir, ignore_errors=True)
         frac, good, total = grade_output(res, mode)
         return Score(
             reward=frac,
