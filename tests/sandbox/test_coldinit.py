@@ -90,6 +90,15 @@ def test_the_init_searches_path_as_a_warm_execution_does(tmp_path: Path):
     # only the unexecutable match: EACCES, as execvp reports it
     res = _run_init("prog", path=f"/no/such:{tmp_path}/unexecutable")
     assert (res.returncode, res.stderr) == (126, b"polyrl sandbox: prog: Permission denied\n")
+    # an entry too long for a path: ENAMETOOLONG, as execve says and os.execvpe reports
+    # (the init passed it over in silence: 127, "No such file", where a warm execution
+    # said 126, "File name too long")
+    res = _run_init("prog", path="/" + "a" * 5000 + ":/no/such")
+    assert (res.returncode, res.stderr) == (126, b"polyrl sandbox: prog: File name too long\n")
+    res = _run_init("prog", path="/" + "a" * 5000 + f":{tmp_path}/bin")  # later ones run
+    assert (res.returncode, res.stdout) == (0, b"found\n")
+    res = _run_init("prog", path=f"/no/such:{'/b' * 2046}")  # fits, but only with the name
+    assert (res.returncode, res.stderr) == (126, b"polyrl sandbox: prog: File name too long\n")
 
 
 def test_the_init_memfd_is_sealed():
@@ -264,3 +273,19 @@ def test_usage_reaches_the_host_when_the_host_kills_the_program(cold: Sandbox):
     assert (res.signal, res.limit_hit) == (9, "timeout_s"), res
     # two busy processes for 2.3 s: >= 0.3 s even on a loaded host (lost, it read 0.004)
     assert res.cpu_s >= 0.3 and res.peak_memory_mib >= 150, res
+
+
+
+def test_a_program_cannot_pass_for_one_that_was_not_found(cold: Sandbox):
+    """bwrap's own "execvp" failure line is read as 127/126 only where bwrap executes the
+    program itself: under the init such a line is the program's (it exited 1; it read as
+    exit 127, "not found", with its stderr rewritten)."""
+    code = ("import sys\nsys.stderr.write('bwrap: execvp grader: No such file or directory\\n')"
+            "\nsys.exit(1)\n")
+    res = cold.run_python(code)
+    assert (res.exit_code, res.stderr) == (
+        1, "bwrap: execvp grader: No such file or directory\n"), res
+    with cold.session() as s:  # as pid 1, a real exec failure is still reported as one
+        res = s.run(["no-such-program-here"], as_init=True)
+        assert (res.exit_code, res.stderr) == (
+            127, "polyrl sandbox: no-such-program-here: No such file or directory\n"), res

@@ -54,6 +54,19 @@ def _set_rlimits(rlimits, setup_w):
         _isolation_failed(setup_w, f"limits: {e}")
 
 
+def _make_parents(root, rel):
+    """The directories above ``rel`` beneath ``root``, one level at a time: a name may
+    be ~1900 levels deep (``workspace.PATH_MAX_BYTES``), ``os.makedirs`` recurses once
+    a level (RecursionError past ~1000 killed a warm sandbox's server). Raises OSError."""
+    path = root
+    for part in rel.split("/")[:-1]:
+        path = f"{path}/{part}"
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+
+
 def _fill_workspace(root, files, setup_w, send_root):
     """In the child, isolated: write ``files`` (``(rel, bytes)`` pairs, checked by the
     host) beneath its workspace ``root`` and, when ``send_root`` (its own tmpfs, under
@@ -63,7 +76,7 @@ def _fill_workspace(root, files, setup_w, send_root):
     for rel, data in files:
         path = f"{root}/{rel}"
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            _make_parents(root, rel)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
                 view = memoryview(data)

@@ -50,13 +50,15 @@ def collect_files(root_fd, rels, max_bytes=64 << 20):
         parts = os.path.normpath(rel).split("/")
         if parts[0] in ("", ".", ".."):
             continue
-        fds = []
-        try:
+        fds = []  # at most the directory held and the file: a name ~1900 levels deep
+        try:  # (workspace.PATH_MAX_BYTES) held one fd a level, past RLIMIT_NOFILE (EMFILE)
             cur = root_fd
             for part in parts[:-1]:
                 cur = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
                               dir_fd=cur)
-                fds.append(cur)
+                for held in fds:
+                    os.close(held)
+                fds = [cur]
             fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                          dir_fd=cur)
             fds.append(fd)

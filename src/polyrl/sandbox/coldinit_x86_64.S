@@ -213,13 +213,16 @@ namebyte:
         jne     next
         mov     dword ptr [rsp+32], eax
         jmp     next
-skip:   mov     al, [rsi]               # too long: the next entry
+skip:   cmp     dword ptr [rsp+32], 0   # too long a path: ENAMETOOLONG, as execve
+        jne     skipto                  # says (and os.execvpe reports at the end)
+        mov     dword ptr [rsp+32], -36
+skipto: mov     al, [rsi]               # the next entry
         test    al, al
         jz      next
         cmp     al, ':'
         je      next
         inc     rsi
-        jmp     skip
+        jmp     skipto
 next:   cmp     byte ptr [rsi], 0
         je      notfound
         lea     r9, [rsi+1]

@@ -9,6 +9,7 @@ whole reaped tree).
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import selectors
@@ -47,6 +48,8 @@ class RawRun:
     cpu_s: float
     peak_memory_mib: float
     killed_for: str | None
+    started: bool = True
+    """False: nothing ran (the command could not be executed; the status says why)."""
 
 
 def _kill_group(pid: int, sig: int) -> None:
@@ -71,6 +74,7 @@ def run_process(
     spawn: Callable[..., subprocess.Popen] | None = None,
     disk_guard: DiskGuard | None = None,
     before_release: Callable[[subprocess.Popen], None] | None = None,
+    name: str | bytes | None = None,
 ) -> RawRun:
     """Run ``argv`` (in its own session) under ``limits.timeout_s`` and the output limit.
 
@@ -97,7 +101,10 @@ def run_process(
             raises, the process group is killed and reaped and the error propagates.
 
     Without ``spawn``, a program that cannot be executed (not found: 127; not
-    executable: 126, as a shell reports it) is a result, not an error.
+    executable: 126, as a shell reports it) is a result, not an error; on every path,
+    so is a command line and environment over the kernel's limit (E2BIG: 126,
+    "Argument list too long", as a warm execution reports it), naming ``name``
+    (default ``argv[0]``). Such a result has ``started`` False.
 
     Raises:
         SandboxError: the process could not be started (anything else).
@@ -126,8 +133,13 @@ def run_process(
         # the program itself cannot be executed: its failure, as a shell reports it
         return RawRun(127 if isinstance(e, FileNotFoundError) else 126, None, b"",
                       f"polyrl sandbox: {argv[0]}: {e.strerror}\n".encode(), False, False,
-                      0.0, 0.0, 0.0, None)
+                      0.0, 0.0, 0.0, None, started=False)
     except OSError as e:
+        if e.errno == errno.E2BIG:  # the program's argv + env: its failure, not the host's
+            shown = encode_argv([argv[0] if name is None else name])[0]
+            return RawRun(126, None, b"", b"polyrl sandbox: " + shown + b": "
+                          + os.strerror(e.errno).encode() + b"\n", False, False,
+                          0.0, 0.0, 0.0, None, started=False)
         raise SandboxError(f"could not start {argv[0]}: {e}") from e
     except subprocess.SubprocessError as e:
         raise SandboxError(f"could not start {argv[0]} (setup in the child failed): {e}") from e

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from polyrl.errors import ConfigError, SandboxError, error_class_name
 from polyrl.sandbox import bwrap as bwrap_backend
+from polyrl.sandbox import coldinit
 from polyrl.sandbox import process as process_backend
 from polyrl.sandbox.diskguard import DiskGuard
 from polyrl.sandbox.hostview import SlotLock
@@ -24,6 +25,7 @@ from polyrl.sandbox.pool import FairGate, admission
 from polyrl.sandbox.result import to_exec_result
 from polyrl.sandbox.runner import run_process
 from polyrl.sandbox.transcript import Transcript
+from polyrl.sandbox.utf8 import check_command
 from polyrl.sandbox.warm import fits as warm_fits
 from polyrl.sandbox.warm import fits_files as warm_fits_files
 from polyrl.sandbox.warm import warm_pool
@@ -112,10 +114,13 @@ class Sandbox:
             SandboxUnavailableError: the backend cannot run on this host (says how to fix).
             SandboxError: the sandbox itself failed for this execution (unless
                 ``raise_errors=False``).
-            ConfigError: bad ``files`` paths or limits.
+            ConfigError: bad ``files`` paths or limits; an argument, ``env`` entry or
+                ``cwd`` no program can be given (a NUL byte, no UTF-8 bytes, a name
+                with ``=``: ``utf8.check_command``).
         """
         lim = resolve_limits(limits, self.limits)
         collect = collect_names(collect)  # str keys of ExecResult.files on every path
+        check_command(_argv_list(argv), env, cwd)
         try:
             return self._run(argv, files=files, lim=lim, stdin=stdin, collect=collect, cwd=cwd,
                              env=env)
@@ -231,7 +236,7 @@ class Sandbox:
                                            extra_env=env)
             with self._gate:
                 raw = run_process(prep.argv, lim, env=prep.env, stdin=data,
-                                  preexec_fn=prep.preexec_fn, disk_guard=guard)
+                                  preexec_fn=prep.preexec_fn, disk_guard=guard, name=argv[0])
             return to_exec_result(argv, raw, lim, started, shell_status=False)
         prep = bwrap_backend.prepare(argv, lim, ws.host_dir, cwd=cwd, slot=slot,
                                      python=self.python, extra_env=env,
@@ -250,14 +255,18 @@ class Sandbox:
                               preexec_fn=prep.preexec_fn, pass_fds=(status_w, block_r),
                               on_kill=prep.on_kill, gate=self._gate, release_fd=release_fd,
                               spawn=functools.partial(bwrap_backend.popen, prep),
-                              disk_guard=guard, before_release=None if prep.child_nproc
-                              is None else functools.partial(_limit_child, prep, status_r,
-                                                             seen, lim.timeout_s))
+                              disk_guard=guard, name=argv[0],
+                              before_release=None if prep.child_nproc is None else
+                              functools.partial(_limit_child, prep, status_r, seen,
+                                                lim.timeout_s))
             os.close(status_w)
             status_w = -1
-            _check_bwrap_started(status_r, block_r, raw.stderr, raw.killed_for,
-                                 b"".join(seen))
-            raw.returncode, raw.stderr = _exec_failure(raw.returncode, raw.stderr)
+            if raw.started:  # else the command was over the kernel's limit (E2BIG)
+                _check_bwrap_started(status_r, block_r, raw.stderr, raw.killed_for,
+                                     b"".join(seen))
+            if as_init or coldinit.init_fd() is None:  # else bwrap executed the init,
+                # which reports its own failures: such a line is the program's own
+                raw.returncode, raw.stderr = _exec_failure(raw.returncode, raw.stderr)
         finally:
             prep.close()
             for fd in (status_r, status_w, block_r, block_w):
@@ -283,7 +292,9 @@ def _exec_failure(returncode: int | None, stderr: bytes) -> tuple[int | None, by
     """A cold execution whose program could not be executed: bwrap says ``bwrap: execvp
     PROG: REASON`` and exits 1; report 127 (not found) or 126 (found, not executable),
     as a shell does, and the message as warm executions word it (``polyrl sandbox:
-    PROG: REASON``: bwrap wrote it, the program never ran). Anything else: unchanged."""
+    PROG: REASON``: bwrap wrote it, the program never ran). Anything else: unchanged.
+    Only where bwrap executes the program itself (no cold init): under the init, a
+    program that wrote such a line and exited 1 was read as "not found", 127."""
     prefix = b"bwrap: execvp "
     if returncode != 1 or not stderr.startswith(prefix):
         return returncode, stderr

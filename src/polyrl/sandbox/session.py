@@ -35,6 +35,7 @@ from polyrl.errors import SandboxError
 from polyrl.sandbox import keeper as keeper_mod
 from polyrl.sandbox.hostview import SlotLock
 from polyrl.sandbox.limits import Limits, resolve_limits
+from polyrl.sandbox.utf8 import check_command
 from polyrl.sandbox.workspace import Workspace, remove_tree
 from polyrl.types import ExecResult
 
@@ -191,6 +192,8 @@ class SandboxSession:
         Raises:
             SandboxError / SandboxUnavailableError: the sandbox failed (not the command).
             ValueError: ``ro_binds`` on the process backend (it has no mounts).
+            ConfigError: an argument or ``env`` entry no program can be given (a NUL
+                byte, no UTF-8 bytes, a name with ``=``: ``utf8.check_command``).
         """
         if ro_binds and self.sandbox.backend != "bwrap":
             raise ValueError("ro_binds needs the bwrap backend")
@@ -204,6 +207,7 @@ class SandboxSession:
         self._check_open()
         binds = [(host, inside, False) for host, inside in ro_binds or []]
         lim = resolve_limits(limits, self.limits)
+        check_command([command] if isinstance(command, str) else command, env)
         isolated = self.sandbox.backend == "bwrap"
         root = "/workspace" if isolated else self.workspace.path
         namespaces = None

@@ -43,3 +43,38 @@ def encode_env(env: Mapping[str, str] | Mapping[bytes, bytes]) -> dict[bytes, by
     """Names and values :func:`encode`-d (``subprocess.Popen(env=...)`` takes bytes as they
     are). Raises as ``encode``."""
     return {encode(k): encode(v) for k, v in env.items()}
+
+
+def check_command(argv: Iterable[str | bytes], env: Mapping[str, str] | None = None,
+                  cwd: str | bytes | None = None) -> None:
+    """Refuse, before anything starts, a command that no program could be given: an
+    argument, environment name or value, or working directory holding a NUL byte or a
+    lone surrogate that is no surrogate escape (no UTF-8 bytes, :func:`encode`), or an
+    environment name that is empty or holds ``=`` (``execve`` would make it another
+    variable: ``{"A=B": "c"}`` is ``A`` = ``"B=c"``). Without this a cold execution
+    raised ValueError / UnicodeEncodeError from ``subprocess`` and a warm one reported
+    exit 125 with nothing on stderr.
+
+    Raises:
+        ConfigError: key path ``argv``, ``env`` or ``cwd``, naming the offending value.
+    """
+    from polyrl.errors import ConfigError
+
+    def usable(key: str, value: object, name: bool = False) -> None:
+        try:
+            data = encode(value)  # type: ignore[arg-type]
+        except (UnicodeEncodeError, TypeError) as e:
+            raise ConfigError("<sandbox>", key, f"{value!r} cannot be passed: {e}") from None
+        if b"\0" in data:
+            raise ConfigError("<sandbox>", key, f"{value!r} holds a NUL byte")
+        if name and (not data or b"=" in data):
+            raise ConfigError("<sandbox>", key, f"{value!r} is no environment variable "
+                              "name (empty, or holds '=')")
+
+    for arg in argv:
+        usable("argv", arg)
+    for k, v in (env or {}).items():
+        usable("env", k, name=True)
+        usable("env", v)
+    if cwd is not None:
+        usable("cwd", cwd)

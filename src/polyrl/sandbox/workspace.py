@@ -61,10 +61,24 @@ def _base_dir() -> str:
         "directory on a filesystem without noexec")
 
 
+NAME_MAX_BYTES = 255
+"""The longest component of a workspace file name, in UTF-8 bytes (Linux ``NAME_MAX``)."""
+PATH_MAX_BYTES = 4096 - 256
+"""The longest workspace file name (its UTF-8 bytes, normalised): ``PATH_MAX`` less room
+for the directory that holds the workspace on every path (a fork-server job directory)."""
+
+
 def _safe_rel(path: str | os.PathLike[str]) -> str:
     """Normalise a workspace-relative path (``str`` or ``os.PathLike``); reject absolute
-    paths, ``..``, NUL bytes and names with no UTF-8 bytes (lone surrogates that are no
-    surrogate escapes): a name's bytes are its UTF-8 on every host (``utf8``)."""
+    paths, ``..``, NUL bytes, names with no UTF-8 bytes (lone surrogates that are no
+    surrogate escapes: a name's bytes are its UTF-8 on every host, ``utf8``) and names
+    no path can hold: a component over ``NAME_MAX_BYTES`` or a whole over
+    ``PATH_MAX_BYTES`` (a cold execution raised a bare OSError, ENAMETOOLONG, a warm
+    one a SandboxError, or took a name the other refused).
+
+    Raises:
+        ConfigError: any of these (key path ``files``).
+    """
     try:
         path = os.fspath(path)
         if "\0" in path:
@@ -76,6 +90,11 @@ def _safe_rel(path: str | os.PathLike[str]) -> str:
     if os.path.isabs(path) or norm == ".." or norm.startswith("../") or norm == ".":
         raise ConfigError("<sandbox>", "files", f"{path!r} must be a relative path inside the "
                           "workspace (no leading '/', no '..')")
+    data = encode(norm)
+    if len(data) > PATH_MAX_BYTES or max(map(len, data.split(b"/"))) > NAME_MAX_BYTES:
+        raise ConfigError("<sandbox>", "files", f"{path[:80]!r}... is too long a file name (at "
+                          f"most {NAME_MAX_BYTES} bytes a component, {PATH_MAX_BYTES} in all, "
+                          "UTF-8)")
     return norm
 
 
