@@ -53,7 +53,10 @@ Limitations (real hazards, read before trusting a verdict):
   wall limit bounds the tree). ``max_pids`` also counts threads. ``peak_memory_mib`` is
   the largest single process of the tree (``ru_maxrss``), not the sum; a fork-server
   execution's includes the pages it shares with the server's preloaded interpreter
-  (~15 MiB for ``pass``).
+  (~15 MiB for ``pass``). ``cpu_s`` (the reported seconds) and ``peak_memory_mib``
+  come from ``wait4``: the children of a process that ignores ``SIGCHLD`` (or sets
+  ``SA_NOCLDWAIT``) are reaped by the kernel uncounted (a child of 0.5 s and 300 MiB
+  read as 0.03 s and 14.7 MiB, measured); their limits still apply, per process.
 - Kernel memory a program pins beyond its files is in no limit either: socket buffers
   (a process filling 510 socketpairs, the most its 1,024 descriptors allow, held ~250
   MiB of host memory, measured; ``max_pids`` such processes would exceed most hosts).
