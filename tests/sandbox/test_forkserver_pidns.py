@@ -162,15 +162,20 @@ def test_statuses_and_limits_are_those_of_the_normal_path(pair, code, lim, expec
 
 def test_cpu_time_peak_memory_and_pid_limit_are_those_of_the_normal_path(pair):
     busy = ("x = bytearray(200 << 20); x[::4096] = b'1' * len(x[::4096])\n"
-            "import time; t = time.process_time()\nwhile time.process_time() - t < 0.4: pass")
+            "import time; t = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+            "print(time.process_time())")
     forks = ("import os, time\nn = 0\nfor _ in range(50):\n    try:\n"
              "        if os.fork() == 0:\n            time.sleep(2); os._exit(0)\n"
              "        n += 1\n    except OSError:\n        break\nprint(n)")
     normal, pidns = ([fs.run_python(busy), fs.run_python(forks, limits=LIM.replace(max_pids=8))]
                      for fs in pair)
     for r in (normal[0], pidns[0]):
-        # (0.4 s of the loop, plus touching 200 MiB: 0.602 s once on a loaded machine)
-        assert r.exit_code == 0 and 0.4 <= r.cpu_s < 0.8 and r.peak_memory_mib >= 200, r
+        # cpu_s is the CPU time the program measured itself (0.4 s of the loop, plus
+        # touching 200 MiB) and its exit's (~0.02 s): a fixed 0.8 s bound failed on a
+        # loaded machine, where touching the pages costs more (0.842 s in all)
+        assert r.exit_code == 0 and r.peak_memory_mib >= 200, r
+        own = float(r.stdout)
+        assert 0.4 <= own <= r.cpu_s < own + 0.2, (own, r)
     assert abs(normal[0].peak_memory_mib - pidns[0].peak_memory_mib) < 8
     assert normal[1].stdout == pidns[1].stdout == "7\n"  # max_pids counts the program's
     assert pidns[1].wall_s < 1.5  # its children die with it

@@ -32,9 +32,19 @@ def test_slow_correct_solution_same_verdict_under_oversubscription(sb: Sandbox):
     assert verdicts == {(0, None, "PASS\n")}
 
 
+def _wait_until(condition, timeout_s: float = 30.0) -> None:
+    """Poll ``condition()`` every millisecond until true; AssertionError after
+    ``timeout_s`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.001)
+
+
 def test_fair_gate_admits_waiters_in_arrival_order():
     import threading
-    import time
 
     import pytest
 
@@ -52,7 +62,9 @@ def test_fair_gate_admits_waiters_in_arrival_order():
     for i in range(6):
         threads.append(threading.Thread(target=waiter, args=(i,)))
         threads[-1].start()
-        time.sleep(0.05)  # each one is waiting before the next arrives
+        # each one is queued before the next arrives (a fixed 0.05 s sleep is no
+        # guarantee on a loaded host, where a started thread may not run for longer)
+        _wait_until(lambda n=i + 1: len(gate._waiters) == n)
     # the holder releases and at once tries again: it queues behind the waiters
     gate.release()
     gate.acquire()
@@ -80,8 +92,11 @@ def test_fair_gate_waiter_interrupted_leaves_no_slot_behind():
     # a test run started in the background inherits SIGINT ignored: no KeyboardInterrupt
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident,
-                                                         signal.SIGINT)).start()
+        def interrupt() -> None:  # once the main thread is queued (not after a fixed delay)
+            _wait_until(lambda: bool(gate._waiters))
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+        threading.Thread(target=interrupt, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
             gate.acquire()  # interrupted while queued
     finally:

@@ -22,8 +22,12 @@ from polyrl.sandbox.warm import warm_pool
 from .conftest import fill_inodes, is_warm, tmp_skeleton
 from .test_bwrap import _host_has_cmdline
 
-_SERVER_START = "print(open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19])"
-"""Prints the start time of pid 1 (the warm sandbox's server): equal = same sandbox."""
+_SERVER_START = ("print(open('/proc/1/stat').read().rsplit(')', 1)[1].split()[19], "
+                 "__import__('os').readlink('/proc/self/ns/pid'))")
+"""Prints the start time of pid 1 (the warm sandbox's server, in clock ticks) and the pid
+namespace (``pid:[inode]``): equal = same sandbox. Either alone is ambiguous: servers
+started together (a pool's, by concurrent calls) may share the 10 ms tick, and a freed
+namespace's inode number is reused at once (by a replacement of the server)."""
 
 
 @pytest.fixture(params=["scoped", "unscoped"])

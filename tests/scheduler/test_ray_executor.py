@@ -36,7 +36,10 @@ def _job_set(sched: Scheduler) -> list[tuple]:
                                 ("ModelCodeError", 1)]]
     ids.append(sched.submit(sched_jobs.counter_episode, 6, kind="rollout"))
     ids.append(sched.submit(sliced_sleep, 0.2, 0.05, kind="rollout"))
-    ids.append(sched.submit(sched_jobs.hang, 20.0, kind="hung", deadline_s=1.0))
+    # the deadline runs from dispatch: on Ray it also covers starting the replacement of
+    # the worker killed at attempt 1's deadline, which took over 1 s on a loaded host
+    # (attempt 2, instant, timed out too: 3 attempts where the local executor made 2)
+    ids.append(sched.submit(sched_jobs.hang, 20.0, kind="hung", deadline_s=4.0))
     assert sched.join(timeout=60)
     out = []
     for job_id in ids:
