@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+
 import pytest
 
 from polyrl.errors import SandboxUnavailableError
@@ -76,3 +82,25 @@ for d in {dirs!r}:
     except OSError as e:
         print(d, total, n, e.errno)
 """
+
+
+@contextlib.contextmanager
+def descriptors_in_flight(flood: bool) -> Iterator[None]:
+    """Hold this uid's lock on descriptors in flight (SCM_RIGHTS): shared for a test whose
+    program passes a few, exclusive (``flood``) for one that floods them. The kernel
+    counts them per uid and refuses a send past the sender's ``RLIMIT_NOFILE``: as a
+    normal user (``pytest -n 2``) a flood in one worker failed the other's programs."""
+    path = os.path.join(tempfile.gettempdir(), f"polyrl-tests-scm-rights-{os.getuid()}.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if flood else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def passes_descriptors() -> Iterator[None]:
+    """For a test whose program passes descriptors (``descriptors_in_flight``)."""
+    with descriptors_in_flight(flood=False):
+        yield

@@ -139,7 +139,7 @@ def test_the_steps_of_a_session_fill_its_memory_up_to_a_cap():
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("program", [IN_FLIGHT, RENAMES], ids=["scm_rights", "renames"])
-def test_data_hidden_from_a_walk_is_bounded_too(program: str):
+def test_data_hidden_from_a_walk_is_bounded_too(program: str, passes_descriptors):
     """Failed on the old code: all 64 MiB written under a 4 MiB budget."""
     with _bwrap().session() as s:
         s.write_file("p.py", program)

@@ -373,7 +373,8 @@ print("served")
     assert again.stdout == "bound\n", again.stderr
 
 
-def test_nothing_outlives_an_execution_through_a_unix_socket_cycle(warm: Sandbox):
+def test_nothing_outlives_an_execution_through_a_unix_socket_cycle(warm: Sandbox,
+                                                             passes_descriptors):
     """A unix socket holding its own fd (SCM_RIGHTS) stays after every process is
     killed, until the kernel's garbage collector runs; with it a bound port and a
     deleted file's space in /tmp. The next execution must not notice."""

@@ -69,9 +69,29 @@ Limitations (real hazards, read before trusting a verdict):
   user's cold executions on Linux >= 5.14 (RLIMIT_NPROC counts per user namespace:
   bwrap keeps the host's limit, the sandbox's pid 1 gets ``max_pids`` before its
   release), so other processes of the same user (a parallel sandbox) take nothing
-  from it. Elsewhere (older kernels, ``process``) RLIMIT_NPROC counts all the user's
-  processes, so polyrl widens it by the number the user already runs: a fork bomb is
-  still stopped, less tightly, and a neighbour started later can make a fork fail.
+  from it. The same holds for a normal user's fork-servers and warm sandboxes: bwrap
+  keeps the host's limit and the server lowers its own first thing (its sandbox's
+  processes only; it had ``max_pids`` plus the user's count at its start as the whole
+  uid's ceiling, and its forks failed once the user ran more). Elsewhere (older
+  kernels, ``process``) RLIMIT_NPROC counts all the user's processes, so polyrl widens
+  it by the number the user already runs: a fork bomb is still stopped, less tightly,
+  and a neighbour started later can make a fork fail.
+- Descriptors in flight on unix sockets (SCM_RIGHTS) are counted per uid, against the
+  sender's ``RLIMIT_NOFILE``; past it the kernel refuses to send more (ETOOMANYREFS;
+  root on the host is exempt, no process of a sandbox is). A program (``RLIMIT_NOFILE``
+  1024) puts ~1,265 in flight with a plain loop, and 253 more per thread blocked in a
+  send that passed the check (measured: ~10,100 with 40 threads), held until it ends.
+  Every other process of that uid that passes descriptors meanwhile is refused: as a
+  normal user, every execution, server and host process of the user; as root, the
+  other executions of the same fork-server (one private uid). A fork-server
+  passes descriptors to set up each execution (to its forker; each child its
+  workspace's back), so it runs with the host's hard ``RLIMIT_NOFILE`` (a program needs
+  ~(limit - 1,024) / 253 blocked threads to reach it, ``max_pids`` bounds them) and a
+  refused setup waits until the flood ends (its timeout at the latest; not counted in
+  the wall time; beyond the call's own budget + 30 s the server is restarted, as for
+  any late answer), instead of failing. A program's own use of SCM_RIGHTS (e.g.
+  ``multiprocessing.reduction``) still fails while a neighbour of the same uid floods:
+  only a uid per execution (root) separates them.
 - ``max_file_mib`` bounds each file, the private ``/tmp``, and how much the workspace
   may grow during one execution. The kernel bounds it where the workspace is a tmpfs:
   in the fork-server (``max_file_mib`` plus the input files) and in warm sandboxes

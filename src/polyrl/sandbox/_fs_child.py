@@ -9,12 +9,14 @@ holds.
 """
 
 import ctypes
+import errno
 import os
 import resource
 import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 
 ISOLATION_FAILED = 125
@@ -90,10 +92,28 @@ def _fill_workspace(root, files, setup_w, send_root):
         fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         sock = socket.socket(fileno=setup_w)
         try:
-            socket.send_fds(sock, [b"W"], [fd])
+            _send_fd_patiently(sock, b"W", fd)
         finally:
             sock.detach()
             os.close(fd)
+
+
+def _send_fd_patiently(sock, msg, fd, patience_s=10.0):
+    """``socket.send_fds(sock, [msg], [fd])``, retried every 10 ms for up to
+    ``patience_s`` while the kernel refuses it for this user's descriptors in flight
+    (ETOOMANYREFS: a program of the same uid floods them, see
+    ``forkserver.server_nofile``; they go when it ends). Before the program's release:
+    its wall time has not started unless the server released it meanwhile. Raises
+    OSError (then the execution fails with ``SandboxError``)."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            socket.send_fds(sock, [msg], [fd])
+            return
+        except OSError as e:
+            if e.errno != errno.ETOOMANYREFS or time.monotonic() > deadline:
+                raise
+        time.sleep(0.01)
 
 
 def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):

@@ -39,9 +39,11 @@ b64}, "error"?}``, then the raw stdout and stderr bytes.
 import base64
 import collections
 import ctypes
+import errno
 import importlib
 import json
 import os
+import resource
 import select
 import shutil
 import signal
@@ -56,6 +58,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _syscall = _libc.syscall
 _HEAD = struct.Struct(">III")
 _LEN = struct.Struct(">I")
+RETRY_S = 0.02  # a setup refused for descriptors in flight is retried this much later
 
 
 
@@ -72,6 +75,10 @@ def main():
     cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     if isinstance(cfg, list):
         cfg = {"preload": cfg}
+    if cfg.get("nproc"):  # before any fork or user namespace: every one below inherits it
+        # bwrap kept the host's limit (``bwrap.nproc_inside_sandbox``); ours counts the
+        # processes of this sandbox's user namespace only
+        resource.setrlimit(resource.RLIMIT_NPROC, (cfg["nproc"], cfg["nproc"]))
     workers = max(1, int(cfg.get("workers", 1)))
     ctl_in = os.dup(0)
     ctl_out = os.dup(1)
@@ -165,6 +172,7 @@ def main():
     queue = collections.deque()
     ctl_open = True
     seq = 0
+    retry_at = [0.0]  # no request starts before (descriptors in flight: see start)
 
     def start(req):
         nonlocal seq
@@ -216,6 +224,14 @@ def main():
             if job.dir is not None:
                 os.close(job.root_fd)
                 shutil.rmtree(jobdir, ignore_errors=True)
+            if e.errno == errno.ETOOMANYREFS:
+                # this user has more descriptors in flight than our RLIMIT_NOFILE (a
+                # program floods them: ``forkserver.server_nofile``): they go when it
+                # ends (its timeout at the latest), so the request waits at the head
+                # of the queue instead of failing; its wall time has not started
+                queue.appendleft(req)
+                retry_at[0] = time.monotonic() + RETRY_S
+                return
             send(ctl_out, {"id": job.id, "error": f"setup failed: {e}"})
             return
         stdin_fd, out_r, out_w, err_r, err_w, setup_r, setup_w = fds
@@ -464,7 +480,8 @@ def main():
         # at most `workers` programs run at once; as many more children are forked and
         # isolate themselves meanwhile, then wait at their gate until released (none while
         # what a program left is removed: the next one finds the place clean)
-        while queue and len(jobs) < (workers if exec_mode else 2 * workers):
+        while (queue and len(jobs) < (workers if exec_mode else 2 * workers)
+               and time.monotonic() >= retry_at[0]):
             start(queue.popleft())
         # a released execution holds its slot until finished: once its main process is
         # reaped, what it left (a daemon holding its output) lives until kill_strays, and
@@ -477,7 +494,7 @@ def main():
                 job.release(not exec_mode)
                 running += 1
         now = time.monotonic()
-        timeout = 1.0
+        timeout = 1.0 if not queue or retry_at[0] <= now else min(1.0, retry_at[0] - now)
         for job in jobs.values():
             if not job.released:
                 continue

@@ -144,6 +144,20 @@ def _nproc_per_userns() -> bool:
 NPROC_PER_USERNS = _nproc_per_userns()
 
 
+def nproc_inside_sandbox(limits: Limits, slot: hostview.SlotLock | None) -> bool:
+    """Whether a server's sandbox (fork-server, warm sandbox) should keep the host's
+    ``RLIMIT_NPROC`` for bwrap and have the server lower its own to ``limits.max_pids``
+    first thing (``prepare(nproc_inside=True)``): without a private uid, on a kernel
+    counting per user namespace. A user namespace's ceiling for the whole uid above it
+    is its creator's limit when it is made: bwrap's, which was ``max_pids`` plus this
+    user's process count at the server's start, so once the same user ran more
+    processes (a neighbour sandbox, another test worker) every fork in the server
+    failed with EAGAIN, for as long as it lived. The server's own limit counts the
+    processes of its sandbox's user namespace only."""
+    return (slot is None and NPROC_PER_USERNS
+            and limits.max_pids < (1 << 63) - 1)  # a finite limit (see limits._rlim)
+
+
 _TRAMPOLINE = r"""
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
@@ -282,6 +296,7 @@ def prepare(
     namespaces: tuple[int, int] | None = None,
     init: bool = False,
     nproc_at_release: bool = False,
+    nproc_inside: bool = False,
 ) -> Prepared:
     """Build the bwrap command line and child setup for one execution.
 
@@ -307,6 +322,9 @@ def prepare(
             ``Prepared.limit_child`` before releasing it: without a private uid (on a
             kernel counting per user namespace) bwrap then keeps the host's
             ``RLIMIT_NPROC`` and only the sandbox gets ``max_pids``, exactly.
+        nproc_inside: the program lowers its own ``RLIMIT_NPROC`` to ``max_pids``
+            before it starts another process (a fork-server or warm sandbox's server:
+            ``nproc_inside_sandbox``); where that function says so, bwrap keeps the host's.
 
     Raises:
         SandboxUnavailableError: bwrap or the host view is not available.
@@ -358,7 +376,9 @@ def prepare(
     rl = limits.rlimits(nofile=nofile)
     child_nproc = None
     nproc = next(s for r, s, _ in rl if r == resource.RLIMIT_NPROC)
-    if (nproc_at_release and slot is None and nproc != resource.RLIM_INFINITY
+    if nproc_inside and nproc_inside_sandbox(limits, slot):
+        rl = [x for x in rl if x[0] != resource.RLIMIT_NPROC]  # the server lowers its own
+    elif (nproc_at_release and slot is None and nproc != resource.RLIM_INFINITY
             and NPROC_PER_USERNS):
         # no private uid: bwrap keeps the host's RLIMIT_NPROC (its user namespace's
         # ceiling for all of this user's processes), and the sandbox's pid 1 gets

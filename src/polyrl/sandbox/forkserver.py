@@ -125,9 +125,13 @@ class _Server:
         try:
             flt = seccomp_filter.deny_filter()
             cfg = {**cfg, "seccomp": base64.b64encode(flt).decode() if flt else None}
+            inside = bwrap_backend.nproc_inside_sandbox(server_lim, slot)
+            if inside:  # the server's first act (see nproc_inside_sandbox)
+                cfg["nproc"] = server_lim.max_pids
             prep = bwrap_backend.prepare(
                 [python, "-c", _BOOT, _SERVER_SRC, json.dumps(cfg)], server_lim,
-                workspace_path, slot=slot, python=python, seccomp=False, nofile=nofile)
+                workspace_path, slot=slot, python=python, seccomp=False, nofile=nofile,
+                nproc_inside=inside)
         except BaseException:
             self._release()
             raise
@@ -364,10 +368,7 @@ class ForkServer:
         self.pid_namespace_pref = pid_namespace
         self._signal_scope = True  # tests: False keeps Landlock from scoping signals
         # the server holds ~5 fds per running execution; its children get 1024 each
-        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-        self._nofile = max(1024, 16 * self.workers + 256)
-        if hard != resource.RLIM_INFINITY:  # never above what this process may give
-            self._nofile = min(self._nofile, hard)
+        self._nofile = server_nofile(self.workers)
         self._server_rlimits = self._server_limits().rlimits(nofile=self._nofile)
         self.transcript = Transcript(transcript_path) if transcript_path else None
         self._slots = FairGate(2 * self.workers)  # first come, first served
@@ -566,6 +567,28 @@ class ForkServer:
             server, self._server = self._server, None
         if server is not None:
             server.kill()
+
+
+def server_nofile(workers: int) -> int:
+    """A fork-server's ``RLIMIT_NOFILE`` (soft and hard): the most this process may give.
+
+    The server passes descriptors to its forker, and each child its workspace's to the
+    server (SCM_RIGHTS). The kernel refuses that (ETOOMANYREFS: ``SandboxError``) while
+    the uid has more descriptors in flight than the *sender's* soft ``RLIMIT_NOFILE``,
+    and any program of the uid raises that count (see ``polyrl.sandbox``: ~1,265 with
+    a limit of 1024, 253 more per thread blocked in a send). With 1024, as before, a
+    setup failed beside any program that flooded; with the host's hard limit a program
+    needs ~(limit - 1,024) / 253 blocked threads, and a refused setup waits
+    (``_fs_server``). ``max(1024, 16 * workers + 256)`` where the hard limit is
+    unlimited and ``/proc/sys/fs/nr_open`` unreadable."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY:  # setrlimit takes at most fs.nr_open
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return max(1024, 16 * workers + 256)
+    return hard
 
 
 def _child_rlimits(lim: Limits, server_vm_mib: float, workers: int) -> list[tuple[int, int, int]]:
