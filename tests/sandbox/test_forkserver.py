@@ -583,7 +583,8 @@ def test_children_do_not_inherit_the_servers_parse_tree():
     the module's code returns: for the server's lifetime. Every child inherited its pages
     (copied at each fork, unmapped at each exit) and counted them in its peak memory: a
     trivial execution peaked higher (18.5 MiB measured) than a whole fresh interpreter
-    that imports the same modules (16.7); now 14.4."""
+    that imports the same modules (16.7); now 14.4 (with Python 3.11.2: 14.95 vs 15.87,
+    so the bound is the fresh interpreter itself, which the old code exceeded by 1.8)."""
     import subprocess
     import sys
 
@@ -597,4 +598,4 @@ def test_children_do_not_inherit_the_servers_parse_tree():
             "for line in open('/proc/self/status') if line.startswith('VmHWM')))")
     fresh_mib = float(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                      text=True, check=True).stdout)
-    assert child_mib < fresh_mib - 1, (child_mib, fresh_mib)
+    assert child_mib < fresh_mib, (child_mib, fresh_mib)
