@@ -102,3 +102,22 @@ def test_trivial_answers_fail_the_palindrome_and_duplicate_tasks() -> None:
         assert DOMAIN.score(task, task.reference).reward == pytest.approx(1.0)
     for key, values in fractions.items():
         assert sum(values) / len(values) < 0.6, (key, values)
+
+
+def test_a_constant_function_earns_only_compiled() -> None:
+    """``return <the most common shown output>`` ignores its input: it scored 0.24 on
+    average over 60 tasks (``compiled`` 0.1, outputs near a small expected number, and the
+    tests whose output happened to be that constant); now only the ``compiled`` 0.1 on
+    every task where the expected outputs differ, while the references keep 1.0."""
+    from collections import Counter
+
+    rewards = []
+    for task in DOMAIN.tasks("test", n=20, seed=3):
+        shown = [line.split(" == ", 1)[1] for line in task.prompt[0]["content"].splitlines()
+                 if line.startswith("f(") and " == " in line]
+        common = Counter(shown).most_common(1)[0][0]
+        score = DOMAIN.score(task, f"```python\ndef f(*args, **kw):\n    return {common}\n```")
+        assert score.components["tests_passed"] == 0.0, (task.id, score)
+        rewards.append(score.reward)
+        assert DOMAIN.score(task, task.reference).reward == pytest.approx(1.0)
+    assert max(rewards) == pytest.approx(0.1), rewards

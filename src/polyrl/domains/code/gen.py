@@ -11,12 +11,16 @@ Reward (dense, for small policies): ``0.8 * tests_passed + 0.1 * compiled +
 0.1 * output_closeness``; ``compiled`` counts only when the module defines the
 function, and ``output_closeness`` is the mean over tests of 1 for a pass, else
 ``1 / (1 + |out - expected| / (1 + |expected|))`` for a numeric output, else 0.
-``Score.passed`` is True when every test passes.
+``Score.passed`` is True when every test passes. A candidate that gives one and the
+same output on every test, where the expected outputs differ (a constant function),
+earns 0 on ``tests_passed`` and ``output_closeness`` (``ignores_input``): at most the
+0.1 of ``compiled``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -38,7 +42,27 @@ TEST_BUCKETS = 5
 """One prompt hash bucket in this many is the test split."""
 
 
+def ignores_input(task: Task, g: Graded) -> bool:
+    """True when the candidate gave one and the same output on every test (all reported,
+    at least two) while the expected outputs differ: a constant function, which solves
+    nothing. ``return 0`` / ``return False`` / the most common shown output scored 0.24
+    on average (0.33 at difficulty 5): ``compiled`` 0.1, plus outputs near a small
+    expected number and the tests whose expected output happens to be that constant;
+    now only the ``compiled`` 0.1."""
+    digests = g.report.digests
+    if len(digests) < 2 or None in digests or len(set(digests)) != 1:
+        return False
+    expected = {json.dumps(case[1], sort_keys=True) for case in task.metadata["cases"]}
+    return len(expected) > 1
+
+
+def _gen_tests_passed(task: Task, g: Graded) -> float:
+    return 0.0 if ignores_input(task, g) else _tests_passed(task, g)
+
+
 def _closeness(task: Task, g: Graded) -> float:
+    if ignores_input(task, g):
+        return 0.0
     cases = task.metadata["cases"]
     total = 0.0
     for i, ok in enumerate(g.report.passed):
@@ -56,7 +80,7 @@ def _closeness(task: Task, g: Graded) -> float:
 def gen_rubric() -> Rubric:
     """The dense rubric of ``code/gen-v1`` (see the module docstring)."""
     return Rubric([
-        RewardFn("tests_passed", _tests_passed, 0.8),
+        RewardFn("tests_passed", _gen_tests_passed, 0.8),
         RewardFn("compiled", _compiled, 0.1),
         RewardFn("output_closeness", _closeness, 0.1),
         RewardFn("all_passed", _all_passed, 0.0),

@@ -55,6 +55,8 @@ class TestReport:
         outputs: (n_tests,) decoded return values in record mode, else empty.
         numbers: (n_tests,) numeric return values (float) in compare mode, None where
             the output was not a finite number or the test did not report.
+        digests: (n_tests,) a 16-hex-digit hash of each output in compare mode, None
+            where the test did not report one (equal outputs, equal digests).
         exec_result: the sandbox's record of the execution.
     """
 
@@ -64,6 +66,7 @@ class TestReport:
     errors: list[str]
     outputs: list[Any] = field(default_factory=list)
     numbers: list[float | None] = field(default_factory=list)
+    digests: list[str | None] = field(default_factory=list)
     exec_result: ExecResult | None = None
 
     @property
@@ -174,6 +177,7 @@ def parse_report(result: ExecResult, marker: str, n_tests: int) -> TestReport:
     errors = ["not run"] * n_tests
     outputs: list[Any] = [None] * n_tests
     numbers: list[float | None] = [None] * n_tests
+    digests: list[str | None] = [None] * n_tests
     record = False
     for line in result.stdout.splitlines():
         if not line.startswith(marker + " "):
@@ -192,10 +196,12 @@ def parse_report(result: ExecResult, marker: str, n_tests: int) -> TestReport:
                 errors[i] = event.get("error", "")
                 if "num" in event:
                     numbers[i] = float(event["num"])
+                if isinstance(event.get("digest"), str):
+                    digests[i] = event["digest"]
                 if "out" in event:
                     record = True
                     outputs[i] = decode(event["out"])
     if result.limit_hit:
         errors = [e if e != "not run" else f"not run: {result.limit_hit} hit" for e in errors]
     return TestReport(compiled, compile_error, passed, errors, outputs if record else [],
-                      numbers, result)
+                      numbers, digests, result)

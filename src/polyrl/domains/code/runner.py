@@ -43,6 +43,7 @@ Payload fields:
 
 import ast
 import ctypes
+import hashlib
 import io
 import json
 import math
@@ -514,6 +515,11 @@ def _io_verdicts(cand, payload, cases, timeout_s, real, marker):
                             line["num"] = float(out)
                     except OverflowError:
                         pass
+                try:  # what the output is, hashed: tells a constant function (gen rubric)
+                    line["digest"] = hashlib.sha256(json.dumps(
+                        encode(out), sort_keys=True, default=repr).encode()).hexdigest()[:16]
+                except Exception:  # noqa: BLE001
+                    pass
                 exp = decode(expected)
                 line["ok"] = outputs_equal(out, exp, atol)
                 if not line["ok"] and unordered:
