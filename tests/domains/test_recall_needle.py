@@ -171,3 +171,19 @@ def test_chain_length_alone_does_not_give_the_answer():
                 assert depths.count(max(depths)) >= 3, (t.id, depths)
                 assert max(depths) == t.metadata["hops"] - 1
                 assert resolve(content) == t.reference
+
+
+@pytest.mark.parametrize("difficulty", [1, 2, 3])
+def test_a_decoy_code_gets_no_digit_credit(needle, difficulty):
+    """Picking another code of the context is a wrong retrieval: a random pick among
+    d1's four codes scored 0.34 (0.25 of it chance), the decoys' shared digits the rest."""
+    for task in needle.tasks("train", n=5, difficulty=difficulty):
+        text = task.prompt[0]["content"]
+        decoys = {c for c in re.findall(r"\d+", text)
+                  if len(c) == len(task.metadata["answer"])} - {task.metadata["answer"]}
+        assert decoys
+        for code in decoys:
+            assert needle.score(task, code).reward == 0.0, (task.id, code)
+        near = task.metadata["answer"][:-1] + str((int(task.metadata["answer"][-1]) + 1) % 10)
+        if near not in decoys:
+            assert needle.score(task, near).components["chars"] > 0.5

@@ -38,7 +38,8 @@ as many digits as the code, else the last number; thousands commas dropped, so
 ``662,502`` is 662502 and in "The code of x is 662502 (1 hop)." the answer is 662502;
 read after the last copy of the question, so an echoed prompt is no answer) equals
 the code; ``chars`` (weight 0.5): dense credit, the fraction
-of code positions (left-aligned) the answer gets right (``positional_match``).
+of code positions (left-aligned) the answer gets right (``positional_match``), none
+for another code of the context (a decoy picked is a wrong retrieval, not a near miss).
 Perfect = 1.0, empty = 0.0, ``Score.passed`` = exact.
 """
 
@@ -102,8 +103,21 @@ def _answer(task: Task, parsed: str) -> float:
     return float(parsed == task.metadata["answer"])
 
 
+def _decoy_codes(meta: dict[str, Any]) -> set[str]:
+    """The codes of the context other than the answer (decoys' and other keys')."""
+    if meta["format"] == "compact":
+        codes = {str(v) for _, v in meta["facts"]}
+    else:
+        codes = {d for sentence, _ in meta["facts"] for d in _DIGITS_RE.findall(str(sentence))}
+    return codes - {meta["answer"]}
+
+
 def _chars(task: Task, parsed: str) -> float:
-    return positional_match(parsed, task.metadata["answer"]) if parsed else 0.0
+    """Digit credit; none for another code of the context (a wrong retrieval, not a near
+    miss: picking one of d1's four codes at random scored 0.34 with it, 0.25 without)."""
+    if not parsed or parsed in _decoy_codes(task.metadata):
+        return 0.0
+    return positional_match(parsed, task.metadata["answer"])
 
 
 class NeedleRecall(Domain):
