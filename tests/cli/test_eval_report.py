@@ -48,6 +48,21 @@ def test_eval_difficulty_restricts_the_levels(tmp_path: Path):
         assert r.returncode == 2 and r.stderr.startswith("--difficulty"), (bad, r.stderr)
 
 
+def test_eval_prompt_over_the_context_names_the_domain_and_the_way_out(tmp_path: Path):
+    """code/gen's longest prompts exceed the quickstart model's 256 tokens: the eval
+    stopped with exit 1 and "prompt has 278 tokens; the model's context is 256", naming
+    neither the domain nor what to do."""
+    from polyrl.models.tiny import save_tiny
+
+    model = save_tiny(tmp_path / "model", hidden_size=16, num_layers=1, num_heads=2,
+                      intermediate_size=32, max_position_embeddings=64)
+    r = polyrl("eval", "--policy", f"hf:{model}", "--domains", "code/gen-v1", "--n", "8",
+               "--max-tokens", "4")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert "code/gen-v1: prompt has " in lines[-1] and "--difficulty 1" in lines[-1]
+
+
 def test_eval_unknown_domain_is_one_line_error():
     r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v9")
     assert r.returncode == 2

@@ -12,7 +12,7 @@ import typer
 from polyrl.cli import app
 from polyrl.cli.common import fail, log
 from polyrl.config import load_config
-from polyrl.errors import ConfigError
+from polyrl.errors import ConfigError, PromptTooLongError
 
 
 def _domains(ids: str) -> list[Any]:
@@ -118,6 +118,9 @@ def eval_(
         except ValueError as e:
             hooks.end()
             fail(str(e))
+        except PromptTooLongError as e:
+            hooks.end()
+            fail(f"{e} (--difficulty 1 is the quickstart's level)", 2)
     hooks.end()
     if results_out is not None:
         write_rows(results_out, rep.rows)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from polyrl.domains.base import Domain
-from polyrl.errors import error_class_name
+from polyrl.errors import PromptTooLongError, error_class_name
 from polyrl.eval.stats import bootstrap_ci, ks_for, mean_pass_at_k
 from polyrl.rollout import SamplingParams, run_episode
 from polyrl.train.scoring import score_completions
@@ -203,7 +203,9 @@ def evaluate(
 
     Raises:
         ValueError: bad ``n``/``samples`` (see ``heldout_tasks``).
-        PolicyServerError / PromptTooLongError: from the policy.
+        PolicyServerError: from the policy.
+        PromptTooLongError: a prompt does not fit the policy's context (names the
+            domain).
     """
     if samples < 1:
         raise ValueError(f"samples per task must be >= 1, got {samples}")
@@ -219,8 +221,14 @@ def evaluate(
         dom_rows: list[SampleRow] = []
         for start in range(0, len(dom_tasks), batch_tasks):
             chunk = dom_tasks[start : start + batch_tasks]
-            dom_rows.extend(_sample_and_score(policy, domain, chunk, samples, sampling,
-                                              scheduler, max_turns))
+            try:
+                dom_rows.extend(_sample_and_score(policy, domain, chunk, samples, sampling,
+                                                  scheduler, max_turns))
+            except PromptTooLongError as e:  # say which domain, and what to do
+                raise PromptTooLongError(
+                    f"{domain.id}: {e}: evaluate tasks whose prompts fit (lower "
+                    "difficulty levels have shorter prompts) or a policy with a longer "
+                    "context") from e
             if progress is not None:
                 progress(domain.id, len(dom_rows))
         results[domain.id] = aggregate(domain.id, dom_rows, samples, binary=domain.binary,
