@@ -306,13 +306,12 @@ class OpenAIPolicy(Policy):
         and a proxy may route to another model, so the rollouts would not be the named
         policy's. A server whose answers name nothing is not checked."""
         name = res.get("model") if isinstance(res, dict) else None
-        if not isinstance(name, str) or not name or name in self.served_models:
+        if not isinstance(name, str) or not name:
             return
         with self._lock:
-            if name in self.served_models:
-                return
+            new = name not in self.served_models
             self.served_models.add(name)
-        if name != self.model:
+        if new and name != self.model:
             warnings.warn(f"{self.base_url}: asked for model {self.model!r}, the server "
                           f"answered as {name!r}; the rollouts are that model's",
                           RuntimeWarning, stacklevel=2)

@@ -145,10 +145,11 @@ NPROC_PER_USERNS = _nproc_per_userns()
 
 
 def nproc_inside_sandbox(limits: Limits, slot: hostview.SlotLock | None) -> bool:
-    """Whether a server's sandbox (fork-server, warm sandbox) should keep the host's
-    ``RLIMIT_NPROC`` for bwrap and have the server lower its own to ``limits.max_pids``
-    first thing (``prepare(nproc_inside=True)``): without a private uid, on a kernel
-    counting per user namespace. A user namespace's ceiling for the whole uid above it
+    """Whether bwrap should keep the host's ``RLIMIT_NPROC`` and the sandbox's pid 1 get
+    ``limits.max_pids`` instead (a server lowers its own first thing,
+    ``prepare(nproc_inside=True)``; a cold execution's is set before its release,
+    ``prepare(nproc_at_release=True)``): without a private uid, on a kernel counting per
+    user namespace, for a finite limit. A user namespace's ceiling for the whole uid above it
     is its creator's limit when it is made: bwrap's, which was ``max_pids`` plus this
     user's process count at the server's start, so once the same user ran more
     processes (a neighbour sandbox, another test worker) every fork in the server
@@ -375,17 +376,15 @@ def prepare(
 
     rl = limits.rlimits(nofile=nofile)
     child_nproc = None
-    nproc = next(s for r, s, _ in rl if r == resource.RLIMIT_NPROC)
-    if nproc_inside and nproc_inside_sandbox(limits, slot):
-        rl = [x for x in rl if x[0] != resource.RLIMIT_NPROC]  # the server lowers its own
-    elif (nproc_at_release and slot is None and nproc != resource.RLIM_INFINITY
-            and NPROC_PER_USERNS):
+    if (nproc_inside or nproc_at_release) and nproc_inside_sandbox(limits, slot):
         # no private uid: bwrap keeps the host's RLIMIT_NPROC (its user namespace's
-        # ceiling for all of this user's processes), and the sandbox's pid 1 gets
-        # max_pids (+ the cold init) before it is released (Prepared.limit_child): the
-        # kernel counts it against the processes of the sandbox's own user namespace
-        # only, so a neighbour of the same user cannot take the program's share
-        child_nproc = nproc + (init_fd is not None)
+        # ceiling for all of this user's processes) and the sandbox's pid 1 gets max_pids,
+        # counted against the processes of the sandbox's own user namespace only, so a
+        # neighbour of the same user cannot take the program's share: a server sets its
+        # own first thing; a cold execution's (+ the cold init) is set by the host before
+        # the release (Prepared.limit_child)
+        if not nproc_inside:
+            child_nproc = limits.max_pids + (init_fd is not None)
         rl = [x for x in rl if x[0] != resource.RLIMIT_NPROC]
     else:
         # RLIMIT_NPROC counts bwrap's own monitor process outside the sandbox (same

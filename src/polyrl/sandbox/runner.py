@@ -24,7 +24,7 @@ from polyrl.errors import SandboxError
 from polyrl.sandbox.diskguard import DiskGuard, descendants
 from polyrl.sandbox.limits import Limits
 from polyrl.sandbox.pool import FairGate
-from polyrl.sandbox.utf8 import encode_argv, encode_env
+from polyrl.sandbox.utf8 import encode, encode_argv, encode_env
 
 STREAMS_AFTER_EXIT_S = 2.0
 """After the main process exits, how long the host keeps reading output that something
@@ -136,7 +136,7 @@ def run_process(
                       0.0, 0.0, 0.0, None, started=False)
     except OSError as e:
         if e.errno == errno.E2BIG:  # the program's argv + env: its failure, not the host's
-            shown = encode_argv([argv[0] if name is None else name])[0]
+            shown = encode(argv[0] if name is None else name)
             return RawRun(126, None, b"", b"polyrl sandbox: " + shown + b": "
                           + os.strerror(e.errno).encode() + b"\n", False, False,
                           0.0, 0.0, 0.0, None, started=False)
