@@ -61,6 +61,14 @@ def test_eval_prompt_over_the_context_names_the_domain_and_the_way_out(tmp_path:
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert "code/gen-v1: prompt has " in lines[-1] and "--difficulty 1" in lines[-1]
+    # a run's model scored on every level read as a regression (0.185 against the
+    # report's 0.400): without --difficulty the eval says how to compare
+    roomy = save_tiny(tmp_path / "roomy", hidden_size=16, num_layers=1, num_heads=2,
+                      intermediate_size=32)
+    loud = subprocess.run([sys.executable, "-m", "polyrl", "eval", "--policy", f"hf:{roomy}",
+                           "--domains", "math/arith-v1", "--n", "2", "--max-tokens", "2"],
+                          capture_output=True, text=True, timeout=600)
+    assert loud.returncode == 0 and "add --difficulty 1 to compare" in loud.stderr, loud.stderr
 
 
 def test_eval_unknown_domain_is_one_line_error():

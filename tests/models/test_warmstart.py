@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -157,11 +159,44 @@ def test_the_busy_measure_is_what_runs_now():
 
     from polyrl.cli.run import running_others
 
-    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    # not our children (those are left out): started by a shell that exits at once
+    out = subprocess.run(["sh", "-c", f"for i in 1 2; do '{sys.executable}' -c "
+                          "'while True: pass' >/dev/null 2>&1 & echo $!; done"],
+                         capture_output=True, text=True, check=True).stdout
+    spin = [int(pid) for pid in out.split()]
     try:
         time.sleep(0.3)
         assert running_others(samples=20, interval_s=0.02) >= 1.5
     finally:
-        for p in spin:
-            p.kill()
-            p.wait()
+        for pid in spin:
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_busy_measure_leaves_out_this_process_and_its_children():
+    """Busy threads and children of polyrl itself are not "other processes": right after
+    the README's install, a fresh user's idle machine read "about 2.0 other processes
+    running on 2 CPUs" from polyrl's own work."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from polyrl.cli.run import running_others
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    thread = threading.Thread(target=spin)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        assert running_others(samples=20, interval_s=0.02) < 1.0
+    finally:
+        stop.set()
+        thread.join()
+        child.kill()
+        child.wait()

@@ -107,6 +107,10 @@ def eval_(
         sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
     except ValueError as e:
         fail(str(e))
+    if levels is None and policy.startswith("hf:"):
+        log("note: tasks of every difficulty level are drawn; a run's own eval used its "
+            "config's levels (the quickstart's: 1): add --difficulty 1 to compare with "
+            "its report")
     hooks = RichHooks()
     hooks.start("eval", None)
     with Scheduler(workers=workers or (os.cpu_count() or 1), seed=seed) as sched:

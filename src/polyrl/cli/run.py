@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -77,21 +78,43 @@ def busy_machine_note(load: float | None = None, cpus: int | None = None) -> str
 
 
 def running_others(samples: int = 10, interval_s: float = 0.05) -> float | None:
-    """Mean number of runnable tasks other than this one over ``samples`` reads of
-    ``procs_running`` in ``/proc/stat``, ``interval_s`` seconds apart (~0.5 s); None
-    without ``/proc/stat``. Not the 1-minute load average: right after the README's
-    ``pip install`` that still held the install's load, and an idle machine read busy."""
+    """Mean number of runnable tasks outside this process tree over ``samples`` reads of
+    ``procs_running`` in ``/proc/stat``, ``interval_s`` seconds apart (~0.5 s), less the
+    runnable threads of this process and its children at each read; None without
+    ``/proc/stat``. Not the 1-minute load average: right after the README's ``pip
+    install`` that still held the install's load, and an idle machine read busy (so did
+    ``procs_running`` alone, counting this process's own threads)."""
     counts = []
     for i in range(samples):
         try:
             with open("/proc/stat", "rb") as f:
                 line = next(x for x in f if x.startswith(b"procs_running "))
-            counts.append(max(0, int(line.split()[1]) - 1))  # less this reader
+            counts.append(max(0, int(line.split()[1]) - _running_here()))
         except (OSError, StopIteration, ValueError):
             return None
         if i + 1 < samples:
             time.sleep(interval_s)
     return sum(counts) / len(counts)
+
+
+def _running_here() -> int:
+    """Runnable threads (state R) of this process and its descendants; at least 1 (the
+    reader)."""
+    from polyrl.sandbox.diskguard import descendants
+
+    n = 0
+    for pid in descendants(os.getpid()):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                    n += f.read().rsplit(b")", 1)[1].split()[0] == b"R"
+            except (OSError, IndexError):
+                pass
+    return max(1, n)
 
 
 def _finish(run_dir: Path) -> None:
