@@ -169,7 +169,8 @@ class TrainSection(_Section):
         "grpo", description="Loss family; sets the defaults of the keys it names in "
         "ALGORITHM_DEFAULTS (dapo: clip_eps_high 0.28, token-mean; dr_grpo: "
         "seq-mean-token-sum-norm, no std scaling); keys you set win.")
-    steps: int = Field(40, ge=0, description="Optimizer steps.")
+    steps: int = Field(40, ge=0, description="Optimizer steps (0: no RL; `polyrl run` then "
+                       "evaluates the base model twice, a control run).")
     prompts_per_step: int = Field(16, ge=1, description="Prompts (groups) per step.")
     lr: float = Field(5e-5, gt=0, description="Learning rate.")
     kl_coef: float = Field(0.0, ge=0, description="Weight of the KL-to-reference term.")

@@ -82,6 +82,7 @@ def test_train_progress_follows_whichever_cap_binds_first():
     assert train_progress(694, 1200, 400.2, 400.0) == 100.0  # stopped on the budget: full
     assert train_progress(3, 3, 1.0, 400.0) == 100.0  # stopped on the steps: full
     assert train_progress(5, 10, 1e6, 0.0) == pytest.approx(50.0)  # no time cap
+    assert train_progress(0, 0, 0.0, 400.0) == 100.0  # train.steps = 0: no RL, done (was 0%)
 
 
 def test_a_change_that_rounds_to_zero_has_no_minus_sign():

@@ -12,6 +12,8 @@ from polyrl.errors import ConfigError
 from polyrl.sandbox import Sandbox
 from polyrl.sandbox.workspace import NAME_MAX_BYTES, PATH_MAX_BYTES
 
+from .conftest import is_warm
+
 
 @pytest.mark.parametrize("argv, env", [
     (["sh", "-c", "env"], {"A=B": "c"}),  # execve: A = "B=c"; warm: exit 125, no stderr
@@ -55,6 +57,34 @@ def test_a_command_over_the_kernel_limit_is_the_programs_failure(sb: Sandbox, si
     with sb.session() as s:
         res = s.run(["true", "x" * size])
         assert (res.exit_code, res.stderr) == want, res
+
+
+def test_a_command_of_many_arguments_runs_on_every_path(sb: Sandbox):
+    """bubblewrap takes at most 9000 arguments, its options included: a cold execution
+    of ``echo`` with 20,000 raised SandboxError ("Exceeded maximum number of
+    arguments") where a warm one ran. Now it runs, with the same environment, pid and
+    descriptors as a short command, and a program not found is still 127."""
+    many = [f"a{i}" for i in range(20_000)]
+    probe = "echo $# \"$1\" \"${20000}\" $$; ls /proc/self/fd; env | sort"
+    short = sb.run(["sh", "-c", probe, "sh"], env={"FOO": "bar", "LANG": "C"})
+    res = sb.run(["sh", "-c", probe, "sh", *many], env={"FOO": "bar", "LANG": "C"})
+    assert (res.exit_code, res.error) == (0, None), res
+    head, rest = res.stdout.split("\n", 1)
+    n, first, last, pid = head.split()
+    assert (n, first, last) == ("20000", "a0", "a19999")
+    short_head, short_rest = short.stdout.split("\n", 1)
+    assert rest == short_rest
+    if not is_warm(sb):  # a cold program's pid is fixed (2 under the cold init)
+        assert pid == short_head.split()[-1]
+    res = sb.run(["no-such-program", *many])
+    assert (res.exit_code, res.stderr) == (
+        127, "polyrl sandbox: no-such-program: No such file or directory\n"), res
+    over = ["x" * 20] * 150_000  # 3 MB of arguments: past the kernel's limit
+    res = sb.run(["true", *over])
+    assert (res.exit_code, res.stderr) == (126, "polyrl sandbox: true: Argument list too long\n")
+    with sb.session() as s:
+        res = s.run(["sh", "-c", "echo $#", "sh", *many])
+        assert (res.exit_code, res.stdout) == (0, "20000\n"), res
 
 
 @pytest.mark.parametrize("name", [

@@ -102,10 +102,12 @@ def train_progress(step: int, steps: int, elapsed_s: float, budget_s: float) -> 
 
     Returns:
         0..100; 100 once either the steps or the time budget run out, so a run that
-        stops on its time budget ends its bar full.
+        stops on its time budget ends its bar full (and at once for ``steps`` = 0).
     """
+    if steps <= 0:  # nothing to do: done
+        return 100.0
     by_time = elapsed_s / budget_s if budget_s > 0 else 0.0
-    return 100.0 * min(1.0, max(step / max(1, steps), by_time))
+    return 100.0 * min(1.0, max(step / steps, by_time))
 
 
 class RunInterrupted(Exception):
@@ -274,6 +276,9 @@ class _Job:
         def done(step: int) -> float:
             return train_progress(step, steps, spent + time.monotonic() - t0, budget)
 
+        if steps == 0:
+            self.hooks.log("train.steps = 0: no RL; the post evaluation measures the base "
+                           "model again (a control run)")
         self.hooks.start("RL (GRPO)", 100.0)
         self.hooks.update(done(trainer.step), f"step {trainer.step}")
         stop = threading.Event()

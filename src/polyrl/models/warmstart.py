@@ -332,8 +332,9 @@ def build_base_model(
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     if log:
-        log(f"base model: built in {stats.seconds:.0f}s ({stats.steps} SFT steps, loss "
-            f"{stats.first_loss:.2f} -> {stats.last_loss:.2f}), cached at {final}")
+        log(f"base model: {stats.steps} SFT steps in {stats.seconds:.0f}s (loss "
+            f"{stats.first_loss:.2f} -> {stats.last_loss:.2f}; the bar also counts the "
+            f"demonstrations and the save), cached at {final}")
         short = _cut_short(tiny, info)
         if short:
             log(short + f": every run with these settings reuses it; delete {final} to "

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from polyrl.sandbox import coldinit, etcview, hostview, utf8
+from polyrl.sandbox import coldinit, etcview, hostview, longargv, utf8
 from polyrl.sandbox import seccomp as seccomp_filter
 from polyrl.sandbox.limits import OOM_SCORE_ADJ, SANDBOX_UMASK, Limits, raise_oom_score
 
@@ -372,7 +372,14 @@ def prepare(
     # /dev and the sandbox's own root tmpfs: nothing writable but /workspace, /tmp and
     # /dev/shm
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    args += ["--chdir", utf8.encode(inner_cwd(cwd)), "--"] + utf8.encode_argv(argv)
+    env = sandbox_env(extra_env, python)
+    command = utf8.encode_argv(argv)
+    if longargv.needs_memfd(len(args) + 3, command):  # past bubblewrap's 9000 arguments
+        name = command[1 if init_fd is not None else 0]
+        command, argv_fd = longargv.via_memfd(command, env, python, name=name)
+        pass_fds += (argv_fd,)
+        cleanup.append(functools.partial(os.close, argv_fd))
+    args += ["--chdir", utf8.encode(inner_cwd(cwd)), "--"] + command
 
     rl = limits.rlimits(nofile=nofile)
     child_nproc = None
@@ -468,6 +475,6 @@ def prepare(
                     pass
             return True
 
-    return Prepared(argv=args, env=sandbox_env(extra_env, python), preexec_fn=preexec,
+    return Prepared(argv=args, env=env, preexec_fn=preexec,
                     on_kill=on_kill, fallback=fallback, pass_fds=pass_fds, cleanup=cleanup,
                     child_nproc=child_nproc)
