@@ -32,13 +32,22 @@ git uses without one) turned into ``cat`` (so agent-written git config runs noth
 forges no git output; a folder the grader cannot list fails the grading, since a
 repository in it would go unchecked); ``check.py`` runs from memory, so the agent's programs it
 runs cannot read its expected values. ``check.sh`` and ``run-tests.sh`` run in
-an execute-only copy of bash, which the kernel makes non-dumpable. Known limits (taskdir
-tasks only: the generated tasks are all ``check.py``): pytest, ``check.sh`` and
-``run-tests.sh`` tests are files under ``$TEST_DIR`` that agent programs they run can
-read (expected values in them are not secret); the programs a check script runs (its
-``pytest``; a ``python3 -m pytest`` or ``python3 -c`` even imports modules the agent left
-in the cwd, ``/workspace``) are dumpable and share the script's stdout, so agent programs
-can tamper with them or print into the report (a TAP plan bounds what that can add).
+an execute-only copy of bash, which the kernel makes non-dumpable. Every ``python3`` a
+check starts runs with ``PYTHONSAFEPATH`` and the shipped ``sitecustomize``
+(``grade_site``): the cwd (``-c``, ``-m``) or the script's folder is searched after the
+standard library and site-packages and is not on ``sys.path``, so a ``pytest/``
+package, a standard-library name or a ``*.dist-info`` pytest plugin that the agent left
+in ``/workspace`` does not run in place of the real one (``import solution`` still
+works). A skipped or xfailed pytest test counts as not passed (``grade_output``).
+Known limits (taskdir tasks only: the generated tasks are all ``check.py``): pytest,
+``check.sh`` and ``run-tests.sh`` tests are files under ``$TEST_DIR`` that agent
+programs they run can read (expected values in them are not secret); the programs a
+check script runs (its ``pytest``) are dumpable and share the script's stdout, so agent
+programs can tamper with them or print into the report (a TAP plan bounds what that
+can add); a test that imports agent code runs it inside pytest (in ``"pytest"`` mode:
+inside the grader, whose report descriptor is open there), where it can change any
+outcome or write the report itself: such tests hold only against agents that do not
+attack the grader from within.
 """
 
 from __future__ import annotations
@@ -70,16 +79,22 @@ _PYTEST_SUMMARY_RE = re.compile(
     r"^=*\s*((?:\d+ [a-z]+|no tests ran)(?:, \d+ [a-z]+)*) in \d+(?:\.\d+)?s"
     r"(?: \([0-9:]+\))?\s*=*$")
 _PYTEST_COUNT_RE = re.compile(r"(\d+) ([a-z]+)")
+# the outcomes of a test that ran, in pytest's summary words ("errors" read as "error")
+_PYTEST_PASSED = ("passed", "xpassed")
+_PYTEST_NOT_PASSED = ("failed", "error", "skipped", "xfailed")
 _TAP_RE = re.compile(r"^(not ok|ok)\b[ \t]*(\d*)", re.M)
 _TAP_PLAN_RE = re.compile(r"^1\.\.(\d+)\s*$", re.M)
 _TAP_BAIL_RE = re.compile(r"^Bail out!", re.M)
+SITE_FILE = "python/sitecustomize.py"
+"""Where, in the test folder, the grader ships ``grade_site.py`` for the check's Pythons."""
 TESTS_MOUNT = "/run/polyrl/grade-"
 """Where the grading command sees the host's read-only copy of the test files (bwrap),
 plus 16 random hex digits: no symlink the agent left can point at an expected-output file."""
 
 # Run as ``exec python3 -I -c "$POLYRL_GRADER"`` with a JSON spec on stdin:
 # {"mode": "pytest"|"check.py"|"check.sh"|"run-tests.sh", "files": {rel: text},
-#  "root": the read-only folder holding the other test files (absent: write "files")}.
+#  "root": the read-only folder holding the other test files (absent: write "files"),
+#  "site": SITE_FILE}.
 GRADER = r"""
 import ctypes, fcntl, json, os, signal, subprocess, sys, tempfile, traceback
 spec = json.load(sys.stdin)
@@ -158,6 +173,10 @@ for top, dirs, files in os.walk("/workspace", onerror=unlisted):  # every reposi
                     git[sect + ".required"] = "false"
     dirs[:] = [d for d in dirs if d != ".git"]
 set_git_env()
+# every python3 the check starts: no cwd or script folder first on sys.path; they come
+# after the stdlib and site-packages, through the shipped sitecustomize (grade_site.py)
+os.environ.update(PYTHONSAFEPATH="1", PYTHONNOUSERSITE="1",
+                  PYTHONPATH=os.path.dirname(os.path.join(root, spec["site"])))
 os.chdir("/workspace")
 mode = spec["mode"]
 try:
@@ -192,6 +211,14 @@ sys.stdout.flush()
 sys.stderr.flush()
 os._exit(int(code) & 255)  # no atexit hook or thread of imported agent code prints after
 """
+
+
+def _site_text() -> str:
+    """The source of ``grade_site.py`` (shipped as ``SITE_FILE``)."""
+    from polyrl.domains.terminal import grade_site
+
+    with open(grade_site.__file__, encoding="utf-8") as f:
+        return f.read()
 
 
 def _write_ro_tree(files: dict[str, str]) -> str:
@@ -312,17 +339,19 @@ def test_mode(task: Task) -> str:
 
 def _pytest_summary(stdout: str, *, last_only: bool) -> tuple[int, int] | None:
     """``(passed, total)`` from pytest's summary line (the last line of ``stdout``, or with
-    ``last_only=False`` the last line anywhere that is one), or None."""
+    ``last_only=False`` the last line anywhere that is one), or None. Passed: ``passed``
+    and ``xpassed``; total: those and ``failed``, ``error(s)``, ``skipped``, ``xfailed``
+    (see ``grade_output``); ``deselected``, ``warnings`` and the like are not tests run."""
     lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
     for line in reversed(lines[-1:] if last_only else lines):
         m = _PYTEST_SUMMARY_RE.match(line)
         if m:
-            counts = {"passed": 0, "failed": 0, "error": 0}
+            counts = dict.fromkeys(_PYTEST_PASSED + _PYTEST_NOT_PASSED, 0)
             for n, word in _PYTEST_COUNT_RE.findall(m.group(1)):
                 word = "error" if word.startswith("error") else word
                 if word in counts:
                     counts[word] += int(n)
-            return counts["passed"], sum(counts.values())
+            return sum(counts[w] for w in _PYTEST_PASSED), sum(counts.values())
     return None
 
 
@@ -335,6 +364,16 @@ def grade_output(res: ExecResult, mode: str = "check.py") -> tuple[float, int, i
     (``1..N``, printed by the generated checks first) makes the total N, so that the
     tests of a report cut short count as failed. No counts (or zero tests) gives
     ``(0.0, 0, 0)``: the exit status alone never scores.
+
+    A pytest test counts as passed only when its body ran and did not fail (``passed``,
+    and ``xpassed``: an xfail-marked test that passed); one that was skipped or xfailed
+    counts in the total as not passed, as one that failed or errored does. Agent code a
+    test imports can call ``pytest.skip()``/``pytest.xfail()`` (or raise their
+    exceptions) for the cases it cannot solve: pytest leaves those out of its passed
+    and failed counts, and a total without them gave 1.0. The price: a task whose own
+    tests skip or xfail under its reference solution (a ``skipif`` for this machine,
+    an xfail-marked known failure) scores it below 1.0; such tests belong out of the
+    task. ``deselected`` tests (the task's own ``-k``/``-m``) did not run and do not count.
 
     A TAP report that cannot be the check's own scores ``(0.0, 0, total)``: a
     ``Bail out!`` line (the grader's, for a check script that was killed), more than
@@ -461,9 +500,10 @@ class TerminalEnv(Env):
         mode = test_mode(self.task)
         files = {f"tests/{rel}": text for rel, text in meta["tests"].items()}
         files["pytest.ini"] = "[pytest]\n"
+        files[SITE_FILE] = _site_text()
         if meta.get("run_tests"):
             files["run-tests.sh"] = meta["run_tests"]
-        spec: dict[str, Any] = {"mode": mode, "files": files}
+        spec: dict[str, Any] = {"mode": mode, "files": files, "site": SITE_FILE}
         host_dir, mount = None, ""
         if getattr(self.sandbox, "backend", None) == "bwrap":
             # the files go in read-only: no program the check runs can rewrite check.sh or
@@ -473,7 +513,7 @@ class TerminalEnv(Env):
             if mode in ("check.sh", "run-tests.sh"):
                 _add_exec_only_bash(host_dir)
             mount = TESTS_MOUNT + secrets.token_hex(8)
-            spec = {"mode": mode, "root": mount,
+            spec = {"mode": mode, "root": mount, "site": SITE_FILE,
                     "files": {k: v for k, v in files.items() if k in memory}}
         try:
             res = self._exec('cd /workspace && exec python3 -I -c "$POLYRL_GRADER"',

@@ -11,13 +11,17 @@ Layout read (after the public Terminal-Bench task format)::
                    else ``check.py`` or ``check.sh`` printing TAP lines (``ok 1 - ...`` /
                    ``not ok 2 - ...``)
     run-tests.sh   optional: overrides how tests run (``$TEST_DIR`` = the tests folder,
-                   a fresh folder outside /workspace; cwd /workspace)
+                   a fresh folder outside /workspace; cwd /workspace; its ``python3``
+                   finds the cwd's modules after the standard library and
+                   site-packages: ``grade_site``)
     Dockerfile / docker-compose.yaml: only a Dockerfile made of FROM/WORKDIR
                    (/workspace)/ENV/LABEL/ARG/CMD lines can run in the sandbox; other
                    tasks are skipped with the reason (they need a container image).
 
 The whole task (instruction, scripts, test files) is copied into ``Task.metadata`` so
-tasks are self-contained and can cross process boundaries.
+tasks are self-contained and can cross process boundaries. A skipped or xfailed pytest
+test counts as failed (``env.grade_output``): a task's tests should not skip under its
+reference solution.
 """
 
 from __future__ import annotations
