@@ -6,8 +6,12 @@ module never needs vLLM.
 
 Logprobs: requested as the sampled token's logprob (``logprobs=0``) with
 ``logprobs_mode="processed_logprobs"`` where the installed vLLM supports it, so
-they follow polyrl's convention (``log_softmax(logits / temperature)``); older
-vLLM versions return untempered logprobs (equal at temperature 1).
+they follow polyrl's convention (``log_softmax(logits / temperature)``) when top-p and
+top-k are off (the default). vLLM's processed logprobs are taken after its top-k/top-p
+filter, i.e. renormalised over the nucleus, whereas polyrl's (training, ``HFPolicy``)
+are taken before it: with ``top_p < 1`` a sampled token's vLLM logprob is the higher
+one, and replay importance weights (``train.update``) read it as behaviour logprob.
+Older vLLM versions return untempered logprobs (equal at temperature 1).
 """
 
 from __future__ import annotations

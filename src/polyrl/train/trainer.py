@@ -43,11 +43,14 @@ class Trainer:
             ``.generate(tasks, n, sampling) -> list[Completion]`` (task-major).
             When constructed, the model must hold the *base* weights: the
             reference model is copied from it (or is the LoRA-disabled base).
+            Its dropout is turned off (``disable_dropout``): RL trains on the
+            log-probs of the very policy that sampled.
         domains: the ``Domain`` objects named in ``cfg.domains`` (all, when empty).
         run_dir: where ``metrics.jsonl``, ``tb/`` and ``checkpoints/`` go.
         scheduler: optional ``polyrl.scheduler.Scheduler``; scoring goes through
             ``scheduler.map(..., kind="score")`` when given, else runs inline.
-        ref_model: optional frozen reference model (default: built when ``kl_coef > 0``).
+        ref_model: optional frozen reference model (default: built when ``kl_coef > 0``);
+            its dropout is turned off too.
 
     Raises:
         ValueError: no domains, or a config domain is missing from ``domains``.
@@ -63,6 +66,8 @@ class Trainer:
         self.ref_model = ref_model
         if ref_model is None and cfg.train.kl_coef > 0 and not cfg.train.lora:
             self.ref_model = _frozen_copy(policy.model)
+        elif ref_model is not None:
+            disable_dropout(ref_model)
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr)
         self.curriculum = Curriculum(domains, cfg.domains or None, cfg.curriculum, cfg.run.seed)
@@ -275,8 +280,10 @@ class Trainer:
 
     # -- helpers -----------------------------------------------------------------
     def _prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
-        """LoRA wrapping (peft, in place) and gradient checkpointing."""
+        """Dropout off (``disable_dropout``), LoRA wrapping (peft, in place) and
+        gradient checkpointing."""
         t = self.cfg.train
+        disable_dropout(model)
         if t.gradient_checkpointing:
             # transformers >= 5.2x names it activation checkpointing (the old name warns)
             enable = getattr(model, "activation_checkpointing_enable", None) \
@@ -338,6 +345,36 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
+
+
+DROPOUT_RATE_ATTRIBUTES = ("attention_dropout", "attn_dropout", "dropout", "dropout_p",
+                           "hidden_dropout", "resid_dropout")
+"""Float attributes through which transformers modules apply dropout functionally
+(e.g. ``LlamaAttention.attention_dropout``, read only in train mode)."""
+
+
+def disable_dropout(model: torch.nn.Module) -> int:
+    """Turn every dropout of ``model`` off, in place; returns how many were on.
+
+    The policy samples in eval mode (``HFPolicy`` switches) but trains in train mode, so
+    with dropout its training log-probs would be noisy copies of the sampling ones: the
+    on-policy PPO ratio, the replay importance weights and the KL to the (eval-mode)
+    reference would all carry dropout noise (a policy equal to its reference read KL > 0).
+    Sets ``p = 0`` on ``torch.nn.Dropout*`` modules and 0.0 on the float rates of
+    ``DROPOUT_RATE_ATTRIBUTES``; ``model.config`` is left alone (saved checkpoints keep it).
+    """
+    turned_off = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            turned_off += module.p > 0
+            module.p = 0.0
+            continue
+        for name in DROPOUT_RATE_ATTRIBUTES:
+            rate = getattr(module, name, None)
+            if isinstance(rate, float):
+                turned_off += rate > 0
+                setattr(module, name, 0.0)
+    return int(turned_off)
 
 
 def _frozen_copy(model: torch.nn.Module) -> torch.nn.Module:

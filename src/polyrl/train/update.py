@@ -151,19 +151,26 @@ def chunk_logprobs(model: torch.nn.Module, chunk: Chunk, opts: UpdateOptions,
     """Training forward of one micro-batch (shared-prefix or dense).
 
     The returned ``mask`` is the padding mask times each row's loss mask (0 on
-    environment tokens of multi-turn episodes).
+    environment tokens of multi-turn episodes). The forward runs under
+    ``opts.autocast_dtype`` here, so the policy and the reference model (the trainer
+    calls this for both) compute their log-probs with the same numerics: a policy
+    equal to its reference gives a KL of exactly 0.
     """
     temp = opts.temperature if opts.temperature > 0 else 1.0
-    if opts.shared_prefix:
-        out = shared_prefix_logprobs(
-            model, [g.prompt_ids for g, _ in chunk],
-            [[g.completions[i] for i in idx] for g, idx in chunk],
-            temperature=temp, pad_id=opts.pad_id, with_entropy=with_entropy)
-    else:
-        out = dense_logprobs(
-            model, [g.prompt_ids for g, idx in chunk for _ in idx],
-            [g.completions[i] for g, idx in chunk for i in idx],
-            temperature=temp, pad_id=opts.pad_id, with_entropy=with_entropy)
+    device = next(model.parameters()).device
+    autocast = (torch.autocast(device.type, dtype=opts.autocast_dtype)
+                if opts.autocast_dtype is not None else contextlib.nullcontext())
+    with autocast:
+        if opts.shared_prefix:
+            out = shared_prefix_logprobs(
+                model, [g.prompt_ids for g, _ in chunk],
+                [[g.completions[i] for i in idx] for g, idx in chunk],
+                temperature=temp, pad_id=opts.pad_id, with_entropy=with_entropy)
+        else:
+            out = dense_logprobs(
+                model, [g.prompt_ids for g, idx in chunk for _ in idx],
+                [g.completions[i] for g, idx in chunk for i in idx],
+                temperature=temp, pad_id=opts.pad_id, with_entropy=with_entropy)
     if any(g.loss_masks for g, _ in chunk):
         loss_mask = torch.zeros_like(out.mask)  # (n, T)
         for row, (g, i) in enumerate((g, i) for g, idx in chunk for i in idx):
@@ -176,7 +183,14 @@ def chunk_logprobs(model: torch.nn.Module, chunk: Chunk, opts: UpdateOptions,
 
 def _importance_weights(chunk: Chunk, logp: torch.Tensor, mask: torch.Tensor,
                         is_clip: float) -> torch.Tensor:
-    """(n, T) clipped weights min(pi/mu, is_clip) on replayed rows, 1 elsewhere."""
+    """(n, T) clipped weights min(pi/mu, is_clip) on replayed rows, 1 elsewhere.
+
+    Per token (truncated IS, not the product over the sequence). ``pi`` and ``mu`` are
+    both ``log_softmax(logits / temperature)`` before any top-p truncation (the
+    rollout's convention), so the weight measures how far the policy moved since it
+    sampled, not the nucleus renormalisation. A replayed row without behaviour
+    log-probs (a backend that returns none) gets weight 1: no off-policy correction.
+    """
     w = torch.ones_like(logp)
     row = 0
     for g, idx in chunk:
@@ -235,8 +249,6 @@ def policy_update(
     denom = _denominator(groups, opts.loss_agg)
     n_tok_total = _trained_tokens(groups)
     device = next(model.parameters()).device
-    autocast = (torch.autocast(device.type, dtype=opts.autocast_dtype)
-                if opts.autocast_dtype is not None else contextlib.nullcontext())
     counts: dict[tuple[int, int], int] = {}  # (id(group), row) -> repeats it stands for
     rows = None
     if opts.merge_repeats:
@@ -255,8 +267,7 @@ def policy_update(
         optimizer.zero_grad(set_to_none=True)
         it = UpdateStats()
         for c, chunk in enumerate(chunks):
-            with autocast:
-                out = chunk_logprobs(model, chunk, opts, with_entropy=True)
+            out = chunk_logprobs(model, chunk, opts, with_entropy=True)
             if iteration == 0:
                 first.append((out.logprobs.detach(),
                               _importance_weights(chunk, out.logprobs, out.mask, opts.is_clip)))
