@@ -42,6 +42,21 @@ def test_kl_estimators():
         kl_penalty(lp, ref, "k2")
 
 
+def test_k3_of_a_token_the_policy_has_pushed_far_below_the_reference_stays_finite():
+    """log q - log p = 100 overflowed exp in float32: k3 was inf, its gradient NaN, and a
+    step's loss with it NaN. Past the cap (K3_MAX_LOG_RATIO) the term is constant."""
+    from polyrl.train.losses import K3_MAX_LOG_RATIO
+
+    lp = torch.tensor([-100.0, -1.0], requires_grad=True)
+    ref = torch.tensor([0.0, -1.5])
+    k3 = kl_penalty(lp, ref, "k3")
+    assert torch.isfinite(k3).all()
+    d = torch.tensor(K3_MAX_LOG_RATIO)
+    assert k3[0].item() == pytest.approx((torch.exp(d) - d - 1).item())
+    k3.sum().backward()
+    assert torch.isfinite(lp.grad).all() and lp.grad[0] == 0 and lp.grad[1] != 0
+
+
 def test_k1_in_the_loss_needs_the_is_correction():
     """E_pi[grad k1] = E_pi[grad log pi] = 0: k1 alone pulls nothing toward the reference."""
     from pydantic import ValidationError

@@ -57,6 +57,10 @@ class LossOutput:
     clip_fraction: torch.Tensor
 
 
+K3_MAX_LOG_RATIO = 20.0
+"""Cap of ``log q - log p`` in the k3 estimator (``kl_penalty``)."""
+
+
 def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str) -> torch.Tensor:
     """Per-token estimate of KL(policy || reference) from samples of the policy.
 
@@ -75,6 +79,9 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
         ref_logprobs: (batch, seq) the same under the reference model.
         estimator: ``"k1"`` or ``"k3"``.
 
+    ``k3``'s log-ratio ``log q - log p`` is capped at ``K3_MAX_LOG_RATIO`` (20: a value of
+    ~4.9e8, no gradient beyond), so that ``exp`` cannot overflow (verl clamps it too).
+
     Returns:
         (batch, seq) per-token KL estimate.
 
@@ -84,7 +91,10 @@ def kl_penalty(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: st
     if estimator == "k1":
         return logprobs - ref_logprobs
     if estimator == "k3":
-        delta = ref_logprobs - logprobs
+        # capped: a token the reference finds e^88 times likelier than the policy does
+        # (a replayed one, or one the policy has since pushed down) made exp overflow to
+        # inf in float32 and the whole step's loss NaN; past the cap the term is constant
+        delta = (ref_logprobs - logprobs).clamp(max=K3_MAX_LOG_RATIO)
         return torch.exp(delta) - delta - 1
     raise ValueError(f"kl_estimator must be 'k1' or 'k3', got {estimator!r}")
 
