@@ -29,6 +29,12 @@ ANSWERS: dict[str, object] = {
     "abort": {"choices": [{"message": {"content": "hal"}, "finish_reason": "abort"}]},
     "nologprob": {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop",
                                "logprobs": {"content": [{"token": "hi"}]}}]},
+    "nanlp": {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop",
+                           "logprobs": {"content": [{"token": "hi", "logprob": float("nan")}]}}]},
+    "poslp": {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop",
+                           "logprobs": {"content": [{"token": "hi", "logprob": 2.5}]}}]},
+    "lpcount": {"choices": [{"text": "abc", "finish_reason": "stop",
+                             "logprobs": {"tokens": ["a", "b", "c"], "token_logprobs": [-1.0, -2.0]}}]},
     "badtokid": {"choices": [{"text": "hi", "finish_reason": "stop",
                               "logprobs": {"tokens": ["token_id:abc"], "token_logprobs": [-1.0]}}]},
 }
@@ -85,6 +91,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(0.05)
             return None
+        if mode == "hdrdrip":  # status line in time, then one header line every 0.1 s
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                for _ in range(40):
+                    self.wfile.flush()
+                    time.sleep(0.1)
+                    self.wfile.write(b"X-Wait: 1\r\n")
+                self.wfile.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            except OSError:  # the client hung up at its deadline
+                pass
+            self.close_connection = True
+            return None
         if mode == "r429":
             return self._send(429, b'{"error":"slow down"}', (("Retry-After", "0.6"),))
         if mode == "redirect":
@@ -119,7 +137,8 @@ def test_broken_transport_is_a_retried_policy_server_error(url: str, mode: str) 
     assert len(_Handler.hits[mode]) == 2
 
 
-@pytest.mark.parametrize("mode", ["nullchoice", "nullmsg", "notext", "abort", "nologprob"])
+@pytest.mark.parametrize("mode", ["nullchoice", "nullmsg", "notext", "abort", "nologprob",
+                                  "nanlp", "poslp", "lpcount"])
 def test_malformed_answer_is_never_a_completion(url: str, mode: str) -> None:
     with pytest.raises(PolicyServerError):
         _policy(url, mode).generate([make_task(0)], 1, SP)
@@ -137,6 +156,25 @@ def test_timeout_bounds_the_whole_request(url: str) -> None:
     with pytest.raises(PolicyServerError, match="timed out"):
         _policy(url, "drip", timeout_s=0.5, max_retries=0).generate([make_task(0)], 1, SP)
     assert time.monotonic() - t0 < 2.0  # the drip takes ~7 s
+
+
+def test_timeout_bounds_a_server_that_drips_its_headers(url: str) -> None:
+    """Each header line came within the socket timeout, so urlopen waited for all
+    of them (4 s here, as long as the server liked) before the body loop ever
+    looked at the clock; now the connection is cut at timeout_s."""
+    t0 = time.monotonic()
+    with pytest.raises(PolicyServerError, match="timed out"):
+        _policy(url, "hdrdrip", timeout_s=0.5, max_retries=0).generate([make_task(0)], 1, SP)
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_malformed_logprobs_name_the_fault(url: str) -> None:
+    """NaN (which json parses) and logprob > 0 were returned as behaviour logprobs:
+    a NaN importance weight poisons the whole update."""
+    with pytest.raises(PolicyServerError, match="nan is not a finite log-probability"):
+        _policy(url, "nanlp").generate([make_task(0)], 1, SP)
+    with pytest.raises(PolicyServerError, match="3 tokens but 2 token_logprobs"):
+        _policy(url, "lpcount", endpoint="completions").generate([make_task(0)], 1, SP)
 
 
 def test_retry_after_is_honoured(url: str) -> None:

@@ -98,3 +98,17 @@ def test_scripted_applies_stop_strings(hf_policy: HFPolicy) -> None:
     turns = ScriptedPolicy({"t0": ["a", "b"]})
     assert turns.generate_turn(make_task(0), [], 1, SamplingParams()).text == "b"
     assert turns.generate_turn(make_task(0), [], 5, SamplingParams()).text == ""
+
+
+def test_replayed_stop_ends_where_a_stop_string_is_completed(hf_policy: HFPolicy) -> None:
+    """A model stops at the first stop string it *completes*: sampling "abcd..." with
+    stops ("bc", "abcd") ends after "abc" (text "a"). The replay cut at the earliest
+    *start* instead ("abcd" at 0): text "" and 4 "sampled" tokens, not what the model
+    that wrote the reference would have returned."""
+    stops = SamplingParams(stop=("bc", "abcd"))
+    c = ScriptedPolicy(["abcdef"], tokenizer=hf_policy.tokenizer).generate([make_task(0)], 1, stops)[0]
+    assert c.text == "a" and hf_policy.tokenizer.decode(c.token_ids) == "abc"
+    c = ScriptedPolicy(["xx abcdef"]).generate([make_task(0)], 1, SamplingParams(stop=("cd", "b")))[0]
+    assert c.text == "xx a"
+    free = ScriptedPolicy(["no stop here"]).generate([make_task(0)], 1, stops)[0]
+    assert free.text == "no stop here"

@@ -96,3 +96,54 @@ def counter_episode(turns: int, resume_state: int | None = None) -> Generator[in
         if done < turns:
             yield done
     return turns * (turns + 1) // 2
+
+
+class TwoArgError(Exception):
+    """Pickles but does not unpickle (``__init__`` takes two arguments, ``args`` holds one)."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"{host}: {why}")
+
+
+class FlakyHostError(errors.SandboxError):
+    """A transient error that does not unpickle either."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"{host}: {why}")
+
+
+def raise_two_arg(transient: bool) -> str:
+    """Raise ``TwoArgError`` (or, on attempt 1 only, the transient ``FlakyHostError``)."""
+    if not transient:
+        raise TwoArgError("node-3", "bad input")
+    if attempt_context().attempt == 1:
+        raise FlakyHostError("node-3", "sandbox host lost")
+    return "retried"
+
+
+def text_of(n: int) -> str:
+    """A result of ``n`` characters."""
+    return "x" * n
+
+
+SCHED = None  # set by tests whose jobs use their own scheduler
+
+
+def nested_sum(n: int) -> int:
+    """Fan out ``n`` squares on the scheduler running this job; return their sum."""
+    assert SCHED is not None
+    return sum(SCHED.map(square, range(n), kind="inner"))
+
+
+def join_self(_: int = 0) -> bool:
+    """Call ``join()`` on the scheduler running this job."""
+    assert SCHED is not None
+    return SCHED.join(timeout=5)
+
+
+def pid_then_sleep(pid_path: str, seconds: float) -> int:
+    """Write this process's pid to ``pid_path``, then sleep ``seconds`` (a long job)."""
+    with open(pid_path, "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(seconds)
+    return os.getpid()

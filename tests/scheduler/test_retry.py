@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import random
 import urllib.error
 
@@ -59,6 +60,11 @@ LABELLED = [
     (errors.ConfigError("x.yaml", "a", "bad"), F),
     (errors.SandboxUnavailableError("no user namespaces"), F),
     (errors.PreemptedError("spot node reclaimed"), P),
+    (BlockingIOError(errno.EAGAIN, "fork: Resource temporarily unavailable"), T),
+    (OSError(errno.ENOMEM, "Cannot allocate memory"), T),
+    (OSError(errno.EMFILE, "Too many open files"), T),
+    (FileNotFoundError(errno.ENOENT, "no such file"), U),
+    (PermissionError(errno.EACCES, "denied"), U),
     (errors.GraderError("grader crashed"), U),
     (ValueError("odd"), U),
     (KeyError("k"), U),

@@ -15,11 +15,12 @@ Failures: connection errors, timeouts, broken or undecodable answers and HTTP
 408/429/5xx are retried in the backend (``max_retries`` times, exponential
 backoff with jitter, at least the server's ``Retry-After``) and then raised as
 ``PolicyServerError`` (transient: the scheduler retries the job); so is an
-answer without a choice, text or valid logprobs, or one the server aborted.
-``timeout_s`` bounds a whole request, body included. Other 4xx answers and
-redirects (never followed: they would drop the body and carry the API key to
-another host) are final: ``PromptTooLongError`` when the server says the context
-is exceeded, else ``ConfigError`` (bad model name, bad request). A server that
+answer without a choice, text or valid logprobs (finite, <= 0, one per token),
+or one the server aborted. ``timeout_s`` bounds a whole request, status line,
+headers and body included. Other 4xx answers and redirects (never followed: they
+would drop the body and carry the API key to another host) are final:
+``PromptTooLongError`` when the server says the context is exceeded, else
+``ConfigError`` (bad model name, bad request). A server that
 cannot name token ids when ``token_ids=True`` asks for them is a ``ConfigError``.
 An answer naming another ``model`` than the one asked for is a ``RuntimeWarning``
 (once per name; ``served_models`` holds every name seen).
@@ -29,8 +30,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import random
+import socket
 import threading
 import time
 import urllib.error
@@ -52,6 +55,9 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 MAX_RETRY_AFTER_S = 60.0
 """The longest ``Retry-After`` wait honoured (longer ones are cut to this)."""
 
+MAX_LOGPROB = 1e-3
+"""The largest logprob accepted from a server (0 plus float rounding slack)."""
+
 ABORTED = frozenset({"abort", "error", "cancelled"})
 """``finish_reason`` values of a generation the server gave up on (vLLM, SGLang)."""
 
@@ -64,7 +70,89 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirect)
+class _Deadline:
+    """Ends one request at a wall-clock deadline, whatever phase it is in.
+
+    A socket timeout bounds each read, not the whole answer: a server that sends
+    its status line and headers a few bytes at a time (each read in time) held
+    ``urlopen`` for as long as it liked, before any body loop could check a clock.
+    A timer shuts the connection's socket down at the deadline; the blocked read
+    then ends at once (as a closed connection) and ``fired`` says why.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.fired = False
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def attach(self, sock: socket.socket) -> None:
+        """Watch the just-connected ``sock`` (a plain or TLS socket): a duplicate of
+        its descriptor, so a shutdown reaches the connection however urllib wraps,
+        detaches or closes its own object."""
+        dup = socket.fromfd(sock.fileno(), sock.family, sock.type)
+        with self._lock:
+            old, self._sock = self._sock, dup
+            fired = self.fired
+        if old is not None:
+            old.close()
+        if fired:
+            self._shutdown(dup)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.fired = True
+            sock = self._sock
+        if sock is not None:
+            self._shutdown(sock)
+
+    @staticmethod
+    def _shutdown(sock: socket.socket) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed by the peer
+            pass
+
+    def cancel(self) -> None:
+        """Stop the timer and release the watched descriptor."""
+        self._timer.cancel()
+        with self._lock:
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+
+
+class _WatchedOpen:
+    """Handler mixin: the connection of a request carrying a ``_Deadline``
+    (``req.deadline``) reports its socket to it as soon as it connects."""
+
+    def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+        deadline = getattr(req, "deadline", None)
+        if deadline is None:
+            return super().do_open(http_class, req, **kwargs)  # type: ignore[misc]
+
+        class Watched(http_class):  # type: ignore[misc, valid-type]
+            def connect(self) -> None:
+                super().connect()
+                deadline.attach(self.sock)
+
+        return super().do_open(Watched, req, **kwargs)  # type: ignore[misc]
+
+
+class _HTTPHandler(_WatchedOpen, urllib.request.HTTPHandler):
+    pass
+
+
+_HANDLERS: list[Any] = [_NoRedirect, _HTTPHandler]
+if hasattr(urllib.request, "HTTPSHandler"):  # Python built with ssl
+
+    class _HTTPSHandler(_WatchedOpen, urllib.request.HTTPSHandler):
+        pass
+
+    _HANDLERS.append(_HTTPSHandler)
+_OPENER = urllib.request.build_opener(*_HANDLERS)
 
 
 class OpenAIPolicy(Policy):
@@ -77,7 +165,8 @@ class OpenAIPolicy(Policy):
             ``tokenizer``'s chat template, or message contents joined by newlines).
         api_key: bearer token; default ``$OPENAI_API_KEY`` (none sent when unset).
         max_concurrency: requests in flight at most.
-        timeout_s: per-request timeout in seconds.
+        timeout_s: seconds one request (one attempt) may take, from connecting to the
+            last body byte.
         max_retries: retries of a transient failure before ``PolicyServerError``.
         backoff_s: first retry delay in seconds (doubles each retry, with jitter).
         tokenizer: optional local tokenizer (for completions prompts and episodes).
@@ -251,9 +340,29 @@ class OpenAIPolicy(Policy):
         raise PolicyServerError(f"{url}: failed after {self.max_retries + 1} attempts: {last}")
 
     def _read(self, req: urllib.request.Request) -> bytes:
-        """The answer's body; ``timeout_s`` bounds the whole request (a server that
-        drips bytes times out too), and at most ``MAX_BODY_BYTES`` are read."""
-        deadline = time.monotonic() + self.timeout_s
+        """The answer's body; ``timeout_s`` bounds the whole request -- connection,
+        status line, headers and body (a server that drips bytes times out too) --
+        and at most ``MAX_BODY_BYTES`` are read.
+
+        Raises:
+            TimeoutError: no complete answer within ``timeout_s`` seconds.
+        """
+        watch = _Deadline(self.timeout_s)
+        req.deadline = watch  # type: ignore[attr-defined]  # read by _WatchedOpen
+        try:
+            body = self._read_body(req, time.monotonic() + self.timeout_s)
+        except (OSError, http.client.HTTPException, ValueError):
+            if watch.fired:  # the shutdown made it look like a closed connection
+                raise TimeoutError(f"timed out: no complete answer in {self.timeout_s} s") \
+                    from None
+            raise
+        finally:
+            watch.cancel()
+        if watch.fired:  # cut at the deadline: what was read may be short
+            raise TimeoutError(f"timed out: no complete answer in {self.timeout_s} s")
+        return body
+
+    def _read_body(self, req: urllib.request.Request, deadline: float) -> bytes:
         with _OPENER.open(req, timeout=self.timeout_s) as resp:
             chunks, size = [], 0
             while True:
@@ -320,8 +429,12 @@ class OpenAIPolicy(Policy):
 def _logprobs(lp: Any) -> tuple[list[str], list[float]]:
     """(tokens, logprobs) from a chat (``content: [...]``) or legacy logprobs object.
 
-    Raises KeyError/TypeError/ValueError on a malformed object. A ``None`` logprob
-    (no value for that token) drops them all: never a made-up 0.0 (probability 1).
+    Raises KeyError/TypeError/ValueError on a malformed object: a logprob that is
+    not a finite number <= ``MAX_LOGPROB`` (NaN, which ``json`` parses, or a
+    "probability" above 1 would reach the trainer's importance weights as NaN or a
+    silent down-weighting), or legacy ``tokens`` and ``token_logprobs`` of different
+    lengths. A ``None`` logprob (no value for that token) drops them all: never a
+    made-up 0.0 (probability 1).
     """
     if not isinstance(lp, dict):
         return [], []
@@ -331,9 +444,15 @@ def _logprobs(lp: Any) -> tuple[list[str], list[float]]:
     else:
         tokens, values = lp.get("tokens") or [], lp.get("token_logprobs") or []
         tokens = [str(t) for t in tokens]
+        if values and len(values) != len(tokens):
+            raise ValueError(f"{len(tokens)} tokens but {len(values)} token_logprobs")
     if any(v is None for v in values):
         return tokens, []
-    return tokens, [float(v) for v in values]
+    out = [float(v) for v in values]
+    bad = [v for v in out if not -math.inf < v <= MAX_LOGPROB]
+    if bad:
+        raise ValueError(f"logprob {bad[0]!r} is not a finite log-probability")
+    return tokens, out
 
 
 def _token_ids(tokens: list[str]) -> list[int]:

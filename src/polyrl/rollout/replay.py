@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from polyrl.errors import ConfigError
-from polyrl.rollout.base import Policy, SamplingParams, apply_stop, check_n
+from polyrl.rollout.base import Policy, SamplingParams, check_n, find_stop
 from polyrl.types import Completion, Task
 
 
@@ -70,11 +70,7 @@ class _TextPolicy(Policy):
     def _completion(
         self, task: Task, text: str, j: int, prompt: list[int], sampling: SamplingParams
     ) -> Completion:
-        full = text
-        text, stopped = apply_stop(text, sampling.stop)
-        if stopped:  # keep the stop string in the "sampled" tokens, as models do
-            s = min((s for s in sampling.stop if full.startswith(text + s)), key=len)
-            full = text + s
+        full, text = replay_stop(text, sampling.stop)
         ids: list[int] = []
         if self.tokenizer is not None:
             ids = list(self.tokenizer(full, add_special_tokens=False)["input_ids"])
@@ -82,6 +78,25 @@ class _TextPolicy(Policy):
             task_id=task.id, text=text, sample_index=j, prompt_token_ids=prompt,
             token_ids=ids, logprobs=[], finish_reason="stop", policy_version=self.version,
         )
+
+
+def replay_stop(text: str, stop: tuple[str, ...]) -> tuple[str, str]:
+    """What a model that produced ``text`` one character at a time would keep.
+
+    Generation ends where the first stop string is *completed* (the earliest end,
+    not the earliest start: with stops ``"bc"`` and ``"abcd"``, ``"abcd"`` ends at
+    ``"bc"``); the sampled text runs to that point and the returned text is cut
+    before the earliest stop string in it (``SamplingParams.stop``).
+
+    Returns:
+        ``(sampled, text)``: the text up to and including the completing stop string
+        (all of ``text`` when none occurs), and that text cut before its first stop.
+    """
+    ends = [i + len(s) for s in stop if (i := text.find(s)) >= 0]
+    if not ends:
+        return text, text
+    sampled = text[:min(ends)]
+    return sampled, sampled[:find_stop(sampled, stop)]
 
 
 class OraclePolicy(_TextPolicy):

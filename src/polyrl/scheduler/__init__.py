@@ -13,7 +13,14 @@ from polyrl.scheduler.core import JobFailedError, JobFailure, Scheduler
 from polyrl.scheduler.executors import AttemptContext, attempt_context
 from polyrl.scheduler.queue import ReadyQueue
 from polyrl.scheduler.retry import ErrorKind, RetryBudget, RetryPolicy, classify_error
-from polyrl.scheduler.store import JobStore, MemoryStore, SQLiteStore, StoredJob
+from polyrl.scheduler.store import (
+    JobStore,
+    MemoryStore,
+    SQLiteStore,
+    StoredJob,
+    StoreError,
+    StoreLockedError,
+)
 
 __all__ = [
     "AttemptContext",
@@ -27,6 +34,8 @@ __all__ = [
     "RetryPolicy",
     "SQLiteStore",
     "Scheduler",
+    "StoreError",
+    "StoreLockedError",
     "StoredJob",
     "attempt_context",
     "classify_error",

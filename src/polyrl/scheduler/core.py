@@ -11,7 +11,16 @@ arguments (see ``polyrl.scheduler.codec``). Other jobs (closures, bound methods,
 tensors as arguments) are allowed and recorded too, but cannot be re-created:
 ``resume()`` marks them ``cancelled`` (``NotResumableError``) and re-submitting them
 with the same ``key`` runs them again. Pass ``require_durable=True`` to refuse them.
-Results must be JSON-safe when the store is durable (else the job fails, final).
+Results must be JSON-safe when the store is durable (else the job fails, final), and
+fit in one SQLite row (``JobStore.oversize``; else the job fails, final).
+
+Delivery after a kill: a job that ended (done/failed) is never run again and its
+result is recorded once; a job in flight at the kill runs again after ``resume()``
+(at least once: make side effects idempotent; a sliced job restarts from its last
+stored state). A job that kills the whole process (``os.abort``, a segfault in C
+code, the OOM killer) on the thread executor is run again by every ``resume()``; run
+such jobs on ``executor="process"``, where its death is a ``WorkerLostError`` retried
+at most ``RetryPolicy.max_attempts`` times.
 
 Sliced jobs (long multi-turn episodes): make the job a generator function. Each
 ``yield state`` ends a slice; the job goes back to the ready queue with its state
@@ -20,14 +29,29 @@ slices. The function must accept a ``resume_state=`` keyword: it is re-created a
 ``fn(*args, resume_state=state, **kwargs)`` after a crash, after a failed attempt, and
 at every slice on the process and Ray executors (threads keep the live generator).
 Deadlines (``deadline_s``) apply per slice; a slice past it is a ``JobTimeoutError``.
+Deadlines, backoff and queue ages run on the monotonic clock (a wall-clock step by NTP
+or an admin neither kills running slices nor stalls retries); the stored
+``created_at``/``started_at``/``finished_at`` are UNIX seconds.
+
+A job may use its own scheduler (``submit``/``map``/``result`` from inside a job on the
+thread executor): while it waits, an extra dispatcher thread keeps the capacity, so
+nested fan-out cannot deadlock. ``join()`` from inside a job would wait for itself and
+raises ``RuntimeError``, and so does any use of the scheduler from a job running in a
+forked worker (``executor="process"``), which has no dispatcher threads.
+
+If the store stops accepting writes (``StoreError``: disk full, read-only file), every
+``result``/``join``/``map`` raises that error instead of waiting; jobs already finished
+stay in the store and a new process ``resume()``s the rest.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +140,9 @@ class Scheduler(DispatchMixin):
         self._closing = False
         self._threads: list[threading.Thread] = []
         self._nthreads = 0
+        self._tls = threading.local()  # .dispatcher: this thread is one of ours
+        self._surplus = 0  # stand-in dispatchers to stop (see _keep_capacity)
+        self._pid = os.getpid()
         for _ in range(self.executor.slots):
             self._spawn()
         self._watchdog = threading.Thread(target=self._watch, name="polyrl-watchdog", daemon=True)
@@ -148,12 +175,13 @@ class Scheduler(DispatchMixin):
             raise ValueError(f"map: on_failure must be 'raise' or 'return', got {on_failure!r}")
         ids = self.submit_batch(fn, items, kind, priority, keys, cost, deadline_s)
         out, failures = [], []
-        for job_id in ids:
-            try:
-                out.append(self.result(job_id, timeout=timeout))
-            except JobFailedError as exc:
-                failures.append(exc.failure)
-                out.append(exc.failure)
+        with self._keep_capacity():
+            for job_id in ids:
+                try:
+                    out.append(self.result(job_id, timeout=timeout))
+                except JobFailedError as exc:
+                    failures.append(exc.failure)
+                    out.append(exc.failure)
         self.release(ids)  # the caller has the results; a long run must not hold them all
         if failures and on_failure == "raise":
             raise JobFailedError(failures)
@@ -175,6 +203,7 @@ class Scheduler(DispatchMixin):
     def _submit_many(self, fn: Callable[..., Any], specs: list[tuple[tuple, dict, str | None]],
                      kind: str, priority: float, cost: float,
                      deadline_s: float | None) -> list[str]:
+        self._check_process("submit")
         durable = self.store.durable
         path = codec.fn_path(fn) if durable else None
         if durable and path is None and self.require_durable:
@@ -202,6 +231,9 @@ class Scheduler(DispatchMixin):
                     try:
                         row.args = codec.dumps(list(args), "args")
                         row.kwargs = codec.dumps(kwargs, "kwargs")
+                        too_big = self.store.oversize(row)
+                        if too_big:
+                            raise codec.NotSerializableError(too_big)
                     except codec.NotSerializableError:
                         if self.require_durable:
                             raise
@@ -246,7 +278,7 @@ class Scheduler(DispatchMixin):
         self._push(live)
 
     def _push(self, live: LiveJob, remaining_cost: float | None = None) -> None:
-        live.enq_at = time.time()
+        live.enq_at = time.monotonic()
         cost = live.row.cost if remaining_cost is None else remaining_cost
         self._ready.push(live.row.id, live.row.priority, cost, live.enq_at)
         self._cv.notify()
@@ -293,6 +325,7 @@ class Scheduler(DispatchMixin):
         Raises:
             JobFailedError: the job ended failed or cancelled.
             TimeoutError: not finished within ``timeout`` seconds.
+            StoreError: the store stopped accepting writes (the job's end is not durable).
             KeyError: unknown id, unfinished in the store and not resumed, or released
                 from a non-durable store.
         """
@@ -310,13 +343,53 @@ class Scheduler(DispatchMixin):
             live = LiveJob(row, None, (), {})
             live.value = codec.loads(row.result)
             live.done.set()
-        if not live.done.wait(timeout):
-            raise TimeoutError(f"job {job_id} not finished after {timeout} s")
+        if not live.done.is_set():
+            self._check_process("result")
+            with self._keep_capacity():
+                self._wait_done(live, timeout)
         row = live.row
         if row.status == JobStatus.DONE.value:
             return live.value
         raise JobFailedError([JobFailure(row.id, row.error_class or "", row.error_message,
                                          row.attempts, bool(row.quarantined), row.status)])
+
+    def _wait_done(self, live: LiveJob, timeout: float | None) -> None:
+        """Wait for ``live.done``; raise ``TimeoutError`` or the store's ``StoreError``."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = 0.2 if end is None else min(0.2, end - time.monotonic())
+            if live.done.wait(max(left, 0.0)):
+                return
+            failure = self.store.failure()
+            if failure is not None:
+                raise failure
+            if end is not None and time.monotonic() >= end:
+                raise TimeoutError(f"job {live.row.id} not finished after {timeout} s")
+
+    @contextlib.contextmanager
+    def _keep_capacity(self) -> Iterator[None]:
+        """Around a wait in one of our dispatcher threads (a job waiting on jobs it
+        queued): run a stand-in dispatcher meanwhile, so nested waits cannot deadlock."""
+        if not getattr(self._tls, "dispatcher", False) or getattr(self._tls, "waiting", False):
+            yield
+            return
+        self._tls.waiting = True
+        with self._cv:
+            self._spawn()
+        try:
+            yield
+        finally:
+            self._tls.waiting = False
+            with self._cv:
+                self._surplus += 1
+                self._cv.notify_all()
+
+    def _check_process(self, what: str) -> None:
+        if os.getpid() != self._pid:
+            raise RuntimeError(
+                f"Scheduler.{what}() called in process {os.getpid()}, a fork of the "
+                f"scheduler's process {self._pid} (a job on executor='process'): it has no "
+                "dispatcher threads; use executor='local' for jobs that submit jobs")
 
     def release(self, job_ids: Iterable[str]) -> int:
         """Drop finished jobs from this scheduler's memory (their arguments and results).
@@ -407,30 +480,51 @@ class Scheduler(DispatchMixin):
         return self._metrics.snapshot()
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait until every job has finished; False on timeout (seconds)."""
-        end = None if timeout is None else time.time() + timeout
+        """Wait until every job has finished; False on timeout (seconds).
+
+        Raises:
+            StoreError: the store stopped accepting writes.
+            RuntimeError: called from inside one of this scheduler's jobs (it would wait
+                for itself) or from a forked worker process.
+        """
+        if getattr(self._tls, "dispatcher", False):
+            raise RuntimeError("Scheduler.join() called from inside one of its own jobs: it "
+                               "would wait for that job itself; wait with result()/map()")
+        self._check_process("join")
+        end = None if timeout is None else time.monotonic() + timeout
         with self._done_cv:
             while self._unfinished > 0:
-                left = None if end is None else end - time.time()
+                failure = self.store.failure()
+                if failure is not None:
+                    raise failure
+                left = None if end is None else end - time.monotonic()
                 if left is not None and left <= 0:
                     return False
-                self._done_cv.wait(left if left is not None else 0.5)
+                self._done_cv.wait(min(left, 0.5) if left is not None else 0.5)
         return True
 
     def close(self, wait: bool = True, close_store: bool = True) -> None:
-        """Stop: wait for queued work (``wait``), stop threads, flush/close the store."""
-        if wait:
-            self.join()
-        with self._cv:
-            self._closing = True
-            self._cv.notify_all()
-        for t in list(self._threads):
-            if t.name.removeprefix("polyrl-") not in self._retired:
-                t.join(timeout=5.0)
-        self.executor.close()
-        self.store.flush()
-        if close_store:
-            self.store.close()
+        """Stop: wait for queued work (``wait``), stop threads, flush/close the store.
+
+        The store is closed (its lock released) even when waiting raises ``StoreError``.
+        """
+        try:
+            if wait:
+                self.join()
+        finally:
+            with self._cv:
+                self._closing = True
+                self._cv.notify_all()
+            for t in list(self._threads):
+                if t.name.removeprefix("polyrl-") not in self._retired:
+                    t.join(timeout=5.0)
+            self.executor.close()
+            try:
+                if self.store.failure() is None:
+                    self.store.flush()
+            finally:
+                if close_store:
+                    self.store.close()
 
     def __enter__(self) -> Scheduler:
         return self

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from polyrl.errors import JobTimeoutError
 from polyrl.scheduler import codec
 from polyrl.scheduler.executors import AttemptContext, SliceCall, SliceOutcome
-from polyrl.scheduler.retry import ErrorKind, classify_error
+from polyrl.scheduler.retry import ErrorKind, RemoteJobError, classify_error
+from polyrl.scheduler.store import StoreError
 from polyrl.types import JobStatus
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ class DispatchMixin:
     _running: dict[str, tuple[int, SliceCall, float, str]]
     _retired: set[str]
     _threads: list[threading.Thread]
+    _tls: threading.local
+    _surplus: int
 
     def _spawn(self: Any) -> None:
         """Start one dispatcher thread (lock held or during __init__)."""
@@ -46,6 +49,14 @@ class DispatchMixin:
         t.start()
 
     def _dispatch_loop(self: Any, name: str) -> None:
+        self._tls.dispatcher = True  # result() from a job here keeps the capacity up
+        try:
+            self._dispatch(name)
+        except StoreError:  # the store stopped; result()/join() raise its error
+            with self._done_cv:
+                self._done_cv.notify_all()
+
+    def _dispatch(self: Any, name: str) -> None:
         while True:
             with self._cv:
                 taken = self._take(name)
@@ -53,7 +64,10 @@ class DispatchMixin:
                     return
                 live, call, token = taken
             t0 = time.perf_counter()
-            out = self.executor.run(call)
+            try:
+                out = self.executor.run(call)
+            except Exception as exc:  # noqa: BLE001 - an executor bug must not kill the slot
+                out = SliceOutcome("error", error=exc)
             elapsed = time.perf_counter() - t0
             with self._cv:
                 cur = self._running.get(live.row.id)
@@ -70,17 +84,21 @@ class DispatchMixin:
         while True:
             if name in self._retired:
                 return None
+            if self._surplus > 0:  # a nested result() returned: drop its stand-in thread
+                self._surplus -= 1
+                return None
             self._release_due()
             job_id = self._ready.pop()
             if job_id is not None:
                 break
             if self._closing:
                 return None
-            timeout = max(self._delayed[0][0] - time.time(), 0.001) if self._delayed else None
+            timeout = (max(self._delayed[0][0] - time.monotonic(), 0.001) if self._delayed
+                       else None)
             self._cv.wait(timeout)
         live = self._jobs[job_id]
         row = live.row
-        now = time.time()
+        now, mono = time.time(), time.monotonic()
         if not live.in_attempt:
             row.attempts += 1
             live.in_attempt = True
@@ -94,9 +112,9 @@ class DispatchMixin:
         gen = live.gen if self.executor.keeps_generators else None
         call = SliceCall(row.id, live.fn, live.args, live.kwargs, ctx, live.state,
                          live.has_state, gen)
-        deadline_at = now + row.deadline_s if row.deadline_s else math.inf
+        deadline_at = mono + row.deadline_s if row.deadline_s else math.inf
         self._running[row.id] = (live.token, call, deadline_at, name)
-        self._metrics.waited(row.kind, now - live.enq_at)
+        self._metrics.waited(row.kind, mono - live.enq_at)
         self.store.update(row)
         return live, call, live.token
 
@@ -107,7 +125,11 @@ class DispatchMixin:
             if self.store.durable:
                 try:
                     row.result = codec.dumps(out.value, f"result of job {row.id}")
+                    too_big = self.store.oversize(row)
+                    if too_big:
+                        raise codec.NotSerializableError(too_big)
                 except codec.NotSerializableError as exc:
+                    row.result = None
                     self._fail(live, exc, name, final=True)
                     return
             live.value = out.value
@@ -117,6 +139,8 @@ class DispatchMixin:
             if self.store.durable:
                 try:
                     row.state = codec.dumps(out.value, f"state of job {row.id}")
+                    if self.store.oversize(row):
+                        row.state = None
                 except codec.NotSerializableError:
                     row.state = None
             row.status = JobStatus.QUEUED.value
@@ -132,7 +156,8 @@ class DispatchMixin:
         """Classify a failed attempt: re-queue, retry after backoff, or fail (lock held)."""
         row = live.row
         kind = ErrorKind.FINAL if final else classify_error(exc)
-        row.error_class = type(exc).__name__
+        row.error_class = (exc.error_class if isinstance(exc, RemoteJobError)
+                           else type(exc).__name__)
         row.error_message = str(exc)[:2000]
         self._metrics.failed_attempt(row.kind, row.error_class)
         live.gen = None
@@ -153,7 +178,8 @@ class DispatchMixin:
                 row.status = JobStatus.RETRYING.value
                 self.store.update(row)
                 self._delay_seq += 1
-                heapq.heappush(self._delayed, (time.time() + delay_s, self._delay_seq, row.id))
+                heapq.heappush(self._delayed, (time.monotonic() + delay_s, self._delay_seq,
+                                               row.id))
                 self._cv.notify()
                 return
             row.error_message = f"retry budget exhausted; {row.error_message}"
@@ -180,7 +206,7 @@ class DispatchMixin:
 
     def _release_due(self: Any) -> None:
         """Move retries whose backoff has passed into the ready queue (lock held)."""
-        now = time.time()
+        now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
             _, _, job_id = heapq.heappop(self._delayed)
             live = self._jobs[job_id]
@@ -197,7 +223,7 @@ class DispatchMixin:
             time.sleep(WATCHDOG_INTERVAL_S)
             kills: list[SliceCall] = []
             with self._cv:
-                now = time.time()
+                now = time.monotonic()  # deadlines: immune to wall-clock steps (NTP)
                 for job_id, (_, call, deadline_at, name) in list(self._running.items()):
                     if now <= deadline_at:
                         continue
@@ -207,7 +233,11 @@ class DispatchMixin:
                     self._retired.add(name)
                     self._spawn()
                     kills.append(call)
-                    self._fail(live, JobTimeoutError(
-                        f"job {job_id} ran past its deadline of {live.row.deadline_s} s"), name)
+                    try:
+                        self._fail(live, JobTimeoutError(
+                            f"job {job_id} ran past its deadline of {live.row.deadline_s} s"),
+                            name)
+                    except StoreError:  # the store stopped; result()/join() raise its error
+                        return
             for call in kills:
                 self.executor.kill(call)

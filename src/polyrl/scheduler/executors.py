@@ -13,7 +13,9 @@ Isolation and the watchdog:
   jobs that call out to a sandbox or a server (the sandbox enforces its own limits).
 - ``ProcessExecutor``: every slice runs in a freshly forked child (a retry always
   gets a fresh process); a hung child is SIGKILLed, a child that dies (segfault,
-  OOM kill) becomes ``WorkerLostError``. Sliced jobs are re-created in the child
+  OOM kill) becomes ``WorkerLostError``; an exception or result that cannot come back
+  through the pipe becomes a ``RemoteJobError`` (the exception's class name and kind
+  are kept; an unsendable result is final). Sliced jobs are re-created in the child
   from their last state (``resume_state=``), so their functions must honour it.
 - ``RayExecutor``: each slice is one Ray task; a hung task is cancelled with
   ``force=True`` (its worker process is killed); Ray worker/node loss becomes
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import multiprocessing
+import multiprocessing.reduction
 import os
 import threading
 from collections.abc import Callable
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from polyrl.errors import WorkerLostError
+from polyrl.scheduler.retry import ErrorKind, RemoteJobError, classify_error
 
 
 @dataclass
@@ -149,12 +153,28 @@ class ThreadExecutor(Executor):
         return run_slice(call, keep_gen=True)
 
 
+def _stand_in(job_id: str, what: str, original: BaseException | None,
+              exc: BaseException) -> RemoteJobError:
+    """A picklable error for an outcome that cannot cross the pipe (``what`` it was)."""
+    if original is None:  # an unsendable result or state: it will not change on a retry
+        return RemoteJobError(f"job {job_id}: cannot send back its {what}: {exc}",
+                              "TypeError", ErrorKind.FINAL.value)
+    return RemoteJobError(f"job {job_id}: {type(original).__name__}: {original} (the "
+                          f"exception itself could not be sent back: {exc})",
+                          type(original).__name__, classify_error(original).value)
+
+
 def _child(call: SliceCall, conn: Any) -> None:
     out = run_slice(call, keep_gen=False)
+    pickler = multiprocessing.reduction.ForkingPickler
+    what = {"done": "result", "yield": "state"}.get(out.kind, "exception")
     try:
-        conn.send((out.kind, out.value, out.error))
-    except Exception as exc:  # noqa: BLE001 - unpicklable result or error
-        conn.send(("error", None, TypeError(f"job {call.job_id}: cannot send back: {exc}")))
+        buf = pickler.dumps((out.kind, out.value, out.error))
+        if out.error is not None:  # an exception must also load in the parent
+            pickler.loads(buf)
+    except Exception as exc:  # noqa: BLE001 - does not pickle, or (exception) does not load
+        buf = pickler.dumps(("error", None, _stand_in(call.job_id, what, out.error, exc)))
+    conn.send_bytes(buf)
     conn.close()
 
 
@@ -180,6 +200,9 @@ class ProcessExecutor(Executor):
             code = proc.exitcode
             return SliceOutcome("error", error=WorkerLostError(
                 f"job {call.job_id}: worker process {proc.pid} died (exit code {code})"))
+        except Exception as exc:  # noqa: BLE001 - a result that pickled but does not load
+            proc.join()
+            return SliceOutcome("error", error=_stand_in(call.job_id, "result", None, exc))
         finally:
             parent.close()
         proc.join()

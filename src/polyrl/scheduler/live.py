@@ -19,7 +19,7 @@ class LiveJob:
         gen: live generator of a sliced job between slices (thread executor), else None.
         state, has_state: last state a sliced job yielded (re-creation via ``resume_state``).
         done: set once the final status is durable; ``value``: the result.
-        enq_at: UNIX seconds it entered the ready queue; ``token``: dispatch counter
+        enq_at: monotonic seconds it entered the ready queue; ``token``: dispatch counter
             (a late result with an old token is ignored); ``in_attempt``: an attempt is
             open (a sliced job between slices); ``hints``: retry adaptation;
             ``run_s``: seconds spent in slices.

@@ -52,7 +52,8 @@ class ReadyQueue:
         return -(priority - self.aging_per_s * bucket)
 
     def push(self, job_id: str, priority: float, cost: float, enqueued_at: float) -> None:
-        """Queue ``job_id`` (replacing an existing entry). Times in UNIX seconds."""
+        """Queue ``job_id`` (replacing an existing entry). Times in seconds on any one
+        clock (the scheduler uses ``time.monotonic()``)."""
         entry = (self._key(priority, enqueued_at), cost, next(self._seq), job_id)
         self._entry[job_id] = entry
         self._info[job_id] = (priority, cost, enqueued_at)
@@ -89,6 +90,6 @@ class ReadyQueue:
         return list(self._entry)
 
     def effective_priority(self, job_id: str, now: float) -> float:
-        """Aged priority of a queued job at UNIX time ``now``."""
+        """Aged priority of a queued job at time ``now`` (the clock given to ``push``)."""
         priority, _, enq = self._info[job_id]
         return priority + self.aging_per_s * (now - enq)

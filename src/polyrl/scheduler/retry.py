@@ -4,7 +4,9 @@ Four error kinds decide what happens after a failed attempt (``classify_error``)
 
 - ``TRANSIENT``: infrastructure faults (``SandboxError``, ``WorkerLostError``,
   ``PolicyServerError``, ``JobTimeoutError``, ``ConnectionError``, ``MemoryError``,
-  an HTTP status 408/429/5xx, Ray worker/node death). Retried with exponential
+  an ``OSError`` whose errno says the host is short of something for now (``EAGAIN``,
+  ``ENOMEM``, ``EMFILE``, ``ENFILE``, ``ENOBUFS``, ``EBUSY``, ``EINTR``), an HTTP
+  status 408/429/5xx, Ray worker/node death). Retried with exponential
   backoff and jitter, at most ``RetryPolicy.max_attempts`` attempts, each retry with
   adapted hints (fresh sandbox, larger memory, another worker).
 - ``FINAL``: deterministic task errors (``TaskError``: ``ParseError``,
@@ -12,8 +14,13 @@ Four error kinds decide what happens after a failed attempt (``classify_error``)
   ``SandboxUnavailableError`` (the host will not change). Never retried.
 - ``PREEMPTED``: ``PreemptedError`` or a Ray task cancelled by the system: re-queued
   at once, not counted as a failure.
-- ``UNKNOWN``: anything else (including ``GraderError``): retried once, then
-  quarantined (status ``failed`` with ``quarantined=True``).
+- ``UNKNOWN``: anything else (including ``GraderError`` and plain ``ValueError`` /
+  ``TypeError`` / ``KeyError``, which may be bad input or a flaky bug): retried once,
+  then quarantined (status ``failed`` with ``quarantined=True``). Raise a ``TaskError``
+  for bad input that must never be retried.
+
+A ``RemoteJobError`` (an exception that could not leave a worker process) keeps the
+kind its original was given in the worker.
 
 Backoff: "equal jitter" from M. Brooker, *Exponential Backoff and Jitter* (AWS
 Architecture Blog, 2015): ``d = min(cap, base * 2**(n-1))``, sleep ``d/2 + U(0, d/2)``.
@@ -24,6 +31,7 @@ floor), the "retry budget" of Google's *Site Reliability Engineering* book, ch. 
 from __future__ import annotations
 
 import enum
+import errno
 import random
 import threading
 from dataclasses import dataclass
@@ -39,6 +47,29 @@ class ErrorKind(str, enum.Enum):
     FINAL = "final"
     PREEMPTED = "preempted"
     UNKNOWN = "unknown"
+
+
+class RemoteJobError(Exception):
+    """Stands in for a job's exception (or result) that could not come back from its
+    worker process (it does not pickle, or does not unpickle, e.g. a custom ``__init__``).
+
+    Attributes:
+        error_class: class name of the original exception (recorded on the job).
+        kind: ``ErrorKind`` value the original was classified as in the worker.
+    """
+
+    def __init__(self, message: str, error_class: str, kind: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.kind = kind
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (str(self), self.error_class, self.kind))
+
+
+# errno values of OSErrors that mean "the host is short of something right now"
+_TRANSIENT_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE,
+                               errno.ENOBUFS, errno.EBUSY, errno.EINTR})
 
 
 _RAY_LOST = {
@@ -79,6 +110,8 @@ def classify_error(exc: BaseException) -> ErrorKind:
     cause = getattr(exc, "cause", None)
     if type(exc).__name__ == "RayTaskError" and isinstance(cause, BaseException):
         exc = cause
+    if isinstance(exc, RemoteJobError):
+        return ErrorKind(exc.kind)
     if isinstance(exc, errors.PreemptedError):
         return ErrorKind.PREEMPTED
     if isinstance(exc, errors.SandboxUnavailableError):
@@ -102,6 +135,8 @@ def classify_error(exc: BaseException) -> ErrorKind:
         if 400 <= status < 500:
             return ErrorKind.FINAL
     if isinstance(exc, (ConnectionError, TimeoutError, MemoryError)):
+        return ErrorKind.TRANSIENT
+    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
         return ErrorKind.TRANSIENT
     if type(exc).__name__ == "URLError":  # urllib: server unreachable, no HTTP status
         return ErrorKind.TRANSIENT

@@ -13,11 +13,26 @@ only after that callback. The database runs in WAL mode with
 (SIGKILL, OOM); after an operating-system crash or power loss the last few
 transactions may be rolled back (never corrupted). Use ``synchronous="FULL"``
 to survive power loss too, at the cost of one fsync per group commit.
+
+One process owns a store file at a time: ``SQLiteStore`` takes an exclusive lock on
+``<path>.lock`` (``flock``; the kernel drops it when the process dies, even by
+SIGKILL) and a second opener gets ``StoreLockedError``, because two schedulers on one
+file would both ``resume()`` the same jobs, run them twice and record them twice.
+The lock file stays next to the database (deleting it while held would let a second
+opener in); a job's forked worker process does not inherit the lock.
+
+A write that fails (disk full, file made read-only, I/O error) stops the writer for
+good: nothing committed before is lost, and every waiter (``submit``, ``result``,
+``join``) raises ``StoreError`` naming the file and SQLite's reason instead of
+waiting for a commit that will never come. Free space and ``resume()`` in a new
+process to go on.
 """
 
 from __future__ import annotations
 
 import copy
+import fcntl
+import os
 import sqlite3
 import threading
 import time
@@ -32,6 +47,14 @@ FINISHED = frozenset({JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED})
 """Statuses after which a job never runs again (unless re-submitted by key)."""
 
 Callback = Callable[[], None]
+
+
+class StoreError(RuntimeError):
+    """The job store cannot be opened or written; the message names the file and why."""
+
+
+class StoreLockedError(StoreError):
+    """Another ``SQLiteStore`` (this process or another) holds the store file."""
 
 
 @dataclass
@@ -97,6 +120,8 @@ class JobStore:
     """Interface of a job store (see ``MemoryStore`` and ``SQLiteStore``)."""
 
     durable = False
+    max_text_chars: int | None = None
+    """Longest JSON text (args, state, result) one column can hold; None = no limit."""
 
     def insert(self, rows: list[StoredJob]) -> None:
         """Add (or replace) rows; returns after they are durable."""
@@ -108,6 +133,25 @@ class JobStore:
 
     def flush(self) -> None:
         """Block until every write issued so far is durable."""
+
+    def failure(self) -> StoreError | None:
+        """The error that stopped this store's writes for good, or None while healthy."""
+        return None
+
+    def oversize(self, row: StoredJob) -> str | None:
+        """Why ``row`` is too large to store (its text over ``max_text_chars``), or None.
+
+        A row SQLite refuses would stop the writer for every job, so the scheduler asks
+        first and fails (or does not persist) just this job.
+        """
+        if self.max_text_chars is None:
+            return None
+        texts = (row.args, row.kwargs, row.state, row.result)  # JSON: ASCII, 1 char = 1 byte
+        n = sum(len(t) for t in texts if t) + len(row.error_message.encode()) + 4096
+        if n <= self.max_text_chars:
+            return None
+        return (f"job {row.id}: its stored text would be {n} bytes, over the store's limit of "
+                f"{self.max_text_chars} bytes (SQLITE_LIMIT_LENGTH)")
 
     def get(self, job_id: str) -> StoredJob | None:
         """The committed row of ``job_id``, or None."""
@@ -192,6 +236,49 @@ _UPDATE = f"UPDATE jobs SET {', '.join(c + '=?' for c in MUTABLE)} WHERE id=?"
 _EVENT = "INSERT INTO events (job_id, time_s, status, attempts, error_class) VALUES (?,?,?,?,?)"
 
 
+_LOCK_FDS: set[int] = set()  # lock files held here; a forked job child must not keep them
+
+
+def _close_lock_fds_in_child() -> None:
+    for fd in list(_LOCK_FDS):  # the parent keeps its lock; the child drops its copy
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _LOCK_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_lock_fds_in_child)
+
+
+def _lock_store(path: Path) -> int:
+    """Take the exclusive ``<path>.lock`` (returns its fd) or raise ``StoreLockedError``."""
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StoreError(f"SQLiteStore({path}): cannot open its lock file {lock_path}: "
+                         f"{exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise StoreLockedError(
+            f"SQLiteStore({path}) is in use by process {holder} (lock {lock_path}); one "
+            "scheduler per store: two would run and record the same jobs twice. Close the "
+            "other store (or wait for that process to end) before opening it here") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _LOCK_FDS.add(fd)
+    return fd
+
+
+def _unlock_store(fd: int) -> None:
+    _LOCK_FDS.discard(fd)
+    os.close(fd)  # closing the last descriptor releases the flock
+
+
 class SQLiteStore(JobStore):
     """SQLite store in WAL mode with group commit (see the module doc for the guarantee).
 
@@ -200,7 +287,10 @@ class SQLiteStore(JobStore):
         synchronous: SQLite ``synchronous`` pragma, ``"NORMAL"`` (default) or ``"FULL"``.
 
     Raises:
-        sqlite3.DatabaseError: the file exists and is not a polyrl job database.
+        StoreLockedError: another open ``SQLiteStore`` holds ``path`` (see the module doc).
+        StoreError: the file cannot be opened (unreadable, read-only, not a database,
+            corrupt, or a database whose ``jobs`` table is not polyrl's); the message
+            names the file and SQLite's reason.
     """
 
     durable = True
@@ -210,16 +300,29 @@ class SQLiteStore(JobStore):
             raise ValueError(f"SQLiteStore: synchronous must be NORMAL or FULL, got {synchronous}")
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._wconn = self._connect(synchronous)
-        self._wconn.executescript(_SCHEMA)
-        self._rconn = self._connect(synchronous)
+        self._lock_fd = _lock_store(self.path.resolve())
+        conns: list[sqlite3.Connection] = []
+        try:
+            conns.append(self._connect(synchronous))
+            conns[0].executescript(_SCHEMA)
+            cols = [r[1] for r in conns[0].execute("PRAGMA table_info(jobs)")]
+            if cols != COLUMNS:
+                raise sqlite3.DatabaseError(f"its jobs table has columns {cols}, not polyrl's")
+            conns.append(self._connect(synchronous))
+        except sqlite3.Error as exc:
+            for c in conns:
+                c.close()
+            _unlock_store(self._lock_fd)
+            raise StoreError(f"SQLiteStore({self.path}): cannot open the job database: "
+                             f"{exc}") from exc
+        self._wconn, self._rconn = conns
         self._rlock = threading.Lock()
         self._pending: list[tuple[Any, Callback | None]] = []
         self._cv = threading.Condition()
         self._issued = 0
         self._committed = 0
         self._closed = False
-        self._error: BaseException | None = None
+        self._error: StoreError | None = None
         self._writer = threading.Thread(target=self._write_loop, name="polyrl-sqlite", daemon=True)
         self._writer.start()
 
@@ -230,6 +333,15 @@ class SQLiteStore(JobStore):
         conn.execute(f"PRAGMA synchronous={synchronous}")
         return conn
 
+    def failure(self) -> StoreError | None:
+        return self._error
+
+    @property
+    def max_text_chars(self) -> int:  # type: ignore[override]
+        """SQLite's ``SQLITE_LIMIT_LENGTH`` of this connection (bytes of one string/row)."""
+        getlimit = getattr(self._wconn, "getlimit", None)  # Python >= 3.11
+        return getlimit(sqlite3.SQLITE_LIMIT_LENGTH) if getlimit else 1_000_000_000
+
     def journal_mode(self) -> str:
         """The database's journal mode as SQLite reports it (``"wal"``)."""
         with self._rlock:
@@ -239,9 +351,9 @@ class SQLiteStore(JobStore):
     def _submit(self, item: Any, cb: Callback | None) -> int:
         with self._cv:
             if self._closed:
-                raise RuntimeError(f"SQLiteStore({self.path}) is closed")
+                raise StoreError(f"SQLiteStore({self.path}) is closed")
             if self._error is not None:
-                raise RuntimeError(f"SQLiteStore({self.path}) writer failed: {self._error}")
+                raise self._error
             self._pending.append((item, cb))
             self._issued += 1
             self._cv.notify_all()
@@ -251,8 +363,8 @@ class SQLiteStore(JobStore):
         with self._cv:
             while self._committed < ticket and self._error is None:
                 self._cv.wait(0.5)
-            if self._error is not None:
-                raise RuntimeError(f"SQLiteStore({self.path}) writer failed: {self._error}")
+            if self._committed < ticket and self._error is not None:
+                raise self._error
 
     def insert(self, rows: list[StoredJob]) -> None:
         self._wait(self._submit(list(rows), None))
@@ -277,8 +389,13 @@ class SQLiteStore(JobStore):
             try:
                 self._commit(batch)
             except BaseException as exc:  # noqa: BLE001 - surfaced to every waiter
+                err = StoreError(
+                    f"SQLiteStore({self.path}): a write failed ({type(exc).__name__}: {exc}); "
+                    "no further state is recorded. Everything committed before is kept: fix "
+                    "the cause (disk space, permissions) and resume() in a new process")
+                err.__cause__ = exc
                 with self._cv:
-                    self._error = exc
+                    self._error = err
                     self._cv.notify_all()
                 return
             with self._cv:
@@ -311,7 +428,8 @@ class SQLiteStore(JobStore):
             c.executemany(_EVENT, events)
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            if c.in_transaction:  # SQLite already rolled back after e.g. SQLITE_FULL
+                c.execute("ROLLBACK")
             raise
 
     # -- reads (committed state) --------------------------------------------------------------
@@ -349,3 +467,4 @@ class SQLiteStore(JobStore):
         self._writer.join()
         self._wconn.close()
         self._rconn.close()
+        _unlock_store(self._lock_fd)
