@@ -51,12 +51,18 @@ def test_every_number_agrees_with_the_kernel_headers(machine: str):
 def _run_bpf(prog: bytes, nr: int, audit: int, *args: int) -> int:
     """Run a classic BPF seccomp program on one ``struct seccomp_data`` (``args``: the
     first system call arguments, u64 each); returns its answer (SECCOMP_RET_*)."""
+    return _run_bpf_counted(prog, nr, audit, *args)[0]
+
+
+def _run_bpf_counted(prog: bytes, nr: int, audit: int, *args: int) -> tuple[int, int]:
+    """``_run_bpf``'s answer and the number of instructions it ran."""
     args = (*args, 0, 0, 0, 0, 0, 0)[:6]
-    data = struct.pack("<iIQ6Q", nr, audit, 0, *args)
+    data = struct.pack("<IIQ6Q", nr & 0xFFFFFFFF, audit, 0, *args)
     insns = [struct.unpack("=HBBI", prog[i:i + 8]) for i in range(0, len(prog), 8)]
-    acc, pc = 0, 0
+    acc, pc, steps = 0, 0, 0
     while True:
         code, jt, jf, k = insns[pc]
+        steps += 1
         if code == 0x20:  # LD W ABS
             acc = struct.unpack_from("<I", data, k)[0]
             pc += 1
@@ -64,7 +70,7 @@ def _run_bpf(prog: bytes, nr: int, audit: int, *args: int) -> int:
             hit = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
             pc += 1 + (jt if hit else jf)
         elif code == 0x06:  # RET K
-            return k
+            return k, steps
         else:  # pragma: no cover - an opcode the filter does not use
             raise AssertionError(f"unexpected BPF opcode {code:#x}")
 
@@ -112,6 +118,60 @@ def test_the_program_answers_as_designed(machine: str):
     denied = set(arch.deny.values()) | {arch.clone3}
     assert all(answer(nr) == ALLOW for nr in range(480) if nr not in denied
                and nr not in (arch.clone, arch.socket, arch.socketpair))
+
+
+def _designed_answer(arch, nr: int, audit: int, args: tuple[int, ...]) -> int:
+    """What the module doc says the filter answers, written out without BPF."""
+    lo = [a & 0xFFFFFFFF for a in (*args, 0, 0, 0)[:3]]
+    nr &= 0xFFFFFFFF  # seccomp_data.nr is an int; the filter compares it unsigned
+    own = arch.own
+    if audit != arch.audit or (arch.x32 and nr >= 0x40000000) or nr in arch.deny.values():
+        return EPERM
+    if nr in [own[name] for name in seccomp._SELF_ONLY]:
+        return ALLOW if lo[0] == 0 else EPERM
+    if nr == own["fallocate"]:
+        return ALLOW if lo[1] in (0, 3) else 0x50000 | errno.EOPNOTSUPP
+    if nr == own["prlimit64"]:
+        return ALLOW if lo[0] == 0 or (args + (0, 0, 0))[2] == 0 else EPERM
+    if nr == own["setpriority"]:
+        return ALLOW if lo[1] == 0 and lo[0] < 2 else EPERM
+    if nr == own["ioprio_set"]:
+        return ALLOW if lo[1] == 0 and lo[0] != 3 else EPERM
+    if nr == arch.clone3:
+        return ENOSYS
+    if nr == arch.clone:
+        return EPERM if lo[0] & (seccomp._CLONE_NEW_FLAGS | seccomp._CLONE_PARENT) else ALLOW
+    if nr in (arch.socket, arch.socketpair):
+        return EPERM if lo[0] == 40 else ALLOW
+    return ALLOW
+
+
+@pytest.mark.parametrize("machine", seccomp.ARCHITECTURES)
+def test_every_number_and_argument_answers_as_the_design(machine: str):
+    """Every system call number (and the x32 and out-of-range ones), with arguments that
+    cross each comparison the filter makes: the answer the module doc describes."""
+    arch = seccomp._ARCHES[machine]
+    prog = seccomp.deny_filter(machine)
+    arg_sets = [(), (0, 3), (1, 0, 0x7FFF0000), (1, 7, 1 << 40), (2, 0), (3, 0), (0, 1),
+                (40,), (0x10000000 | 17,), (0x00008000 | 17,), (0x01200011,), (3, 0x10)]
+    numbers = [*range(1100), *(0x40000000 | nr for nr in range(0, 600, 7)), 0x7FFFFFFF, -1]
+    for nr in numbers:
+        for args in arg_sets:
+            for audit in (arch.audit, 0x40000003):
+                assert _run_bpf(prog, nr, audit, *args) == _designed_answer(
+                    arch, nr, audit, args), (nr, args, hex(audit))
+
+
+@pytest.mark.parametrize("machine", seccomp.ARCHITECTURES)
+def test_a_plain_call_is_decided_in_a_few_instructions(machine: str):
+    """The kernel runs the filter for every system call number when a process loads it
+    (its cache of always-allowed calls): once per fork-server execution. A binary search
+    on the number keeps that short; one comparison per denied number in a row took ~58
+    instructions per allowed call, and ~190 us per load here (~120 us now)."""
+    arch = seccomp._ARCHES[machine]
+    prog = seccomp.deny_filter(machine)
+    steps = [_run_bpf_counted(prog, nr, arch.audit)[1] for nr in range(600)]
+    assert max(steps) <= 20, max(steps)
 
 
 def test_no_filter_where_there_is_no_table():

@@ -117,24 +117,28 @@ def _send_fd_patiently(sock, msg, fd, patience_s=10.0):
         time.sleep(0.01)
 
 
-def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
-    """Body of one forked child: isolate, limit, run ``req["code"]``, exit. Never returns.
+def child_main(plan, iso, stdin_fd, out_w, err_w, setup_w):
+    """Body of one forked child: isolate, limit, run the program of ``plan``, exit.
+    Never returns.
 
+    ``plan``: ``(program, source, rlimits, files, send_root, mounts, jobdir)`` as the
+    server made it (``child_plan``): a trusted program's name or None, else the
+    ``source`` to run; ``files``: ``(rel, data)`` pairs the child writes into its
+    workspace once isolated; ``send_root``: send the server an fd of that workspace (to
+    collect from); ``mounts``: its tmpfs options (``Isolation.mount_options``);
     ``jobdir``: the job directory that the server made (``landlock``), or None: the
-    child's own tmpfs at ``/workspace`` (``namespaces``). ``files``: ``(rel, data)``
-    pairs the child writes into its workspace once isolated.
+    child's own tmpfs at ``/workspace`` (``namespaces``).
     The server already set what every child needs (``main``): SIGPIPE/SIGTERM default,
     SIGINT raising KeyboardInterrupt, ``sys.argv == ["-c"]``, ``sys.path[0] == ""``,
     ``$TMPDIR`` and ``$HOME`` (``Isolation.prepare``)."""
+    program, source, rlimits, files, send_root, mounts, jobdir = plan
     os.setsid()
     os.dup2(stdin_fd, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
     try:
-        workspace = workspace_limits(req["tmp_bytes"], files)  # noqa: F821 (_fs_isolation.py)
-        cwd = iso.enter(jobdir, req["tmp_bytes"], workspace)
+        cwd = iso.enter(jobdir, mounts)
         os.chdir(cwd)
-        send_root = jobdir is None and bool(req.get("collect"))
         if files or send_root:
             _fill_workspace(cwd, files, setup_w, send_root)
         apply_seccomp()  # noqa: F821 (from _fs_isolation.py)
@@ -143,7 +147,7 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     # the subreaper of its own processes: they stay its descendants while it runs, so
     # the server tells an execution's processes from what finished ones left
     _libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    _set_rlimits(req["rlimits"], setup_w)
+    _set_rlimits(rlimits, setup_w)
     # isolated: wait until the server releases the program (it runs `workers` at once);
     # end of file: the server is gone
     try:
@@ -157,10 +161,9 @@ def child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w):
     code = 0
     try:
         glb = {"__name__": "__main__", "__builtins__": __builtins__}
-        program = req.get("program")
         # a trusted program was compiled by the server: compiling in the child costs
         # page faults (measured: 11 kB of source, 1.8 ms in a warm process, ~5 ms here)
-        exec(PROGRAMS[program] if program else compile(req["code"], "<string>", "exec"), glb)  # noqa: F821
+        exec(PROGRAMS[program] if program else compile(source, "<string>", "exec"), glb)  # noqa: F821
     except SystemExit as e:
         if e.code is None:
             code = 0

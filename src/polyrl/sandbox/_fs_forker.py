@@ -11,7 +11,8 @@ stdin and input files of the executions running beside it, readable by a program
 through ``sys._getframe()`` or ``gc.get_objects()`` (measured: one execution printed
 another's stdin). The forker is forked from the server once, before the server reads
 any request, and never receives request data: per execution it gets file descriptors
-only (the request, without its stdin, marshalled in a memfd that only the child reads;
+only (what the child needs of the request, ``child_plan``: no stdin, marshalled in a
+memfd that only the child reads;
 stdin, the output pipes and the setup socket), forks, and reports the child's pid, then
 its exit status and resource usage. So a child's memory holds its own request, and nothing of
 any other.
@@ -135,29 +136,40 @@ def _new_pid_namespace(iso, fds):
 
 
 def forked_child(iso, fds):
-    """In a new child of the forker: read its own request from the memfd, then run it
-    (``child_main``). Never returns."""
+    """In a new child of the forker: read its own plan (``child_plan``) from the memfd,
+    then run it (``child_main``). Never returns."""
     setup_w = fds[4] if len(fds) > 4 else -1
     try:
-        rq, stdin_fd, out_w, err_w = fds[:4]
-        req = marshal.loads(os.pread(rq, os.lseek(rq, 0, os.SEEK_END), 0))
+        rq = fds[0]
+        plan = marshal.loads(os.pread(rq, os.lseek(rq, 0, os.SEEK_END), 0))
         os.close(rq)
-        files = [(rel, base64.b64decode(b64)) for rel, b64 in (req.pop("files", None)
-                                                                or {}).items()]
-        jobdir = req.get("jobdir")
-        if jobdir is not None:  # landlock: the rule and $TMPDIR of its job directory
+        if plan[6] is not None:  # landlock: the rule and $TMPDIR of its job directory
             iso.landlock.set_job(fds[5])
-            os.environ["TMPDIR"] = os.environ["HOME"] = jobdir + "/t"
+            os.environ["TMPDIR"] = os.environ["HOME"] = plan[6] + "/t"
     except BaseException as e:  # a bug of ours, never a verdict on the program
         if setup_w >= 0:
             _isolation_failed(setup_w, f"{type(e).__name__}: {e}")
         os._exit(121)
     try:
-        child_main(req, iso, jobdir, files, stdin_fd, out_w, err_w, setup_w)
+        child_main(plan, iso, fds[1], fds[2], fds[3], setup_w)
     except BaseException as e:
         _isolation_failed(setup_w, f"{type(e).__name__}: {e}")
     finally:
         os._exit(121)
+
+
+def child_plan(req, iso):
+    """In the server: what the child of ``req`` needs, ready to use (``child_main``):
+    ``(program, source, rlimits, files, send_root, mounts, jobdir)``; ``files`` decoded
+    to ``(rel, bytes)`` pairs, ``mounts`` the tmpfs options (``Isolation.mount_options``).
+    Worked out here, not in the child, where each page its Python work writes is a
+    copy-on-write fault (measured: ~12 fewer per execution than a dict request decoded
+    and formatted in the child, ~4% less CPU per child). Raises ValueError (base64)."""
+    files = [(rel, base64.b64decode(b64)) for rel, b64 in (req.get("files") or {}).items()]
+    jobdir = req.get("jobdir")
+    return (req.get("program"), req.get("code"), req["rlimits"], files,
+            jobdir is None and bool(req.get("collect")),
+            iso.mount_options(req["tmp_bytes"], files), jobdir)
 
 
 class ForkerUsage:
@@ -186,16 +198,14 @@ def start_forker(iso, close_in_child):
     return pid, ours
 
 
-def ask_forker(sock, token, req, fds):
-    """Send one fork request: ``req`` (without ``stdin``, which travels as ``fds[1]``)
-    in a new memfd, and ``fds`` = ``[stdin, stdout w, stderr w, setup w (, jobdir)]``.
-    Raises OSError."""
+def ask_forker(sock, token, plan, fds):
+    """Send one fork request: ``plan`` (``child_plan``) in a new memfd, and ``fds`` =
+    ``[stdin, stdout w, stderr w, setup w (, jobdir)]``. Raises OSError."""
     rq = os.memfd_create("request", os.MFD_CLOEXEC)
     try:
         # marshal, not JSON: the child's json.loads cost ~60 more page faults (the data
-        # is the server's own: only str, int, float, bool, None, list and dict)
-        data = marshal.dumps({k: v for k, v in req.items() if k != "stdin"})
-        view = memoryview(data)
+        # is the server's own: only str, bytes, int, bool, None, list and tuple)
+        view = memoryview(marshal.dumps(plan))
         while view:
             view = view[os.write(rq, view):]
         socket.send_fds(sock, [_ASK.pack(token)], [rq, *fds])

@@ -211,12 +211,23 @@ class Isolation:
         os.environ["TMPDIR"] = os.environ["HOME"] = jobdir + "/t"
         return fd
 
-    def enter(self, jobdir, tmp_bytes, workspace):
+    def mount_options(self, tmp_bytes, files):
+        """In the server: the tmpfs options (bytes) of a child's ``(/workspace, /tmp and
+        /dev/shm)`` under ``namespaces`` (None under ``landlock``): ``/workspace`` holds
+        the input ``files`` (``(rel, data)`` pairs) with the room of a ``/tmp``
+        (``workspace_limits``), ``/tmp`` and ``/dev/shm`` have ``tmp_bytes`` each, with
+        at most one inode per page of their size (``_inodes``)."""
+        if self.kind != "namespaces":
+            return None
+        ws_bytes, ws_inodes = workspace_limits(tmp_bytes, files)
+        return (f"size={ws_bytes},nr_inodes={ws_inodes},mode=700".encode(),
+                f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode())
+
+    def enter(self, jobdir, mounts):
         """Isolate the calling child; returns its cwd. Raises OSError.
 
-        ``namespaces``: ``jobdir`` is unused; ``/workspace`` is a tmpfs of ``workspace``
-        = ``(bytes, inodes)`` (``workspace_limits``), ``/tmp`` and ``/dev/shm`` are tmpfs of
-        ``tmp_bytes`` each, with at most one inode per page of their size (``_inodes``).
+        ``namespaces``: ``jobdir`` is unused; ``mounts`` (``mount_options``) are the
+        options of its tmpfs at ``/workspace``, and at ``/tmp`` and ``/dev/shm``.
 
         ``landlock``: a user namespace of its own without uid map (``RLIMIT_NPROC`` then
         counts only this execution's processes; the program sees uid/gid 65534), then the
@@ -246,9 +257,8 @@ class Isolation:
             map_ids(self.uid_map, self.gid_map)
             if self.net:
                 _loopback_up()
-        tmpfs = f"size={tmp_bytes},nr_inodes={_inodes(tmp_bytes)},mode=1777".encode()
-        own_tmpfs([(b"/workspace", "size={},nr_inodes={},mode=700".format(*workspace).encode()),
-                   (b"/tmp", tmpfs), (b"/dev/shm", tmpfs)], self.tmp_mounts)
+        own_tmpfs(((b"/workspace", mounts[0]), (b"/tmp", mounts[1]), (b"/dev/shm", mounts[1])),
+                  self.tmp_mounts)
         # a devpts instance of its own: the server's /dev/pts lists every execution's
         # ptys, which another execution (same uid) could open, read and write
         if _libc.mount(b"devpts", b"/dev/pts", b"devpts", 2 | 8,
@@ -426,7 +436,7 @@ def choose_isolation(preferred, private_network=False, pid_namespace=None, scope
                 os.close(r)
                 if iso.pidns:  # as in the forker (its own user and pid namespace)
                     own_user_and_pid_namespace(iso)  # noqa: F821 (_fs_child.py)
-                iso.enter(jobdir, 1 << 20, workspace_limits(1 << 20, ()))
+                iso.enter(jobdir, iso.mount_options(1 << 20, ()))
                 try:  # the walls hold: nothing beside the job directory is writable
                     os.close(os.open(ROOT + "/x", os.O_CREAT | os.O_WRONLY, 0o600))
                     os.write(w, b"wall missing")

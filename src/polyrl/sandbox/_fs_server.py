@@ -217,14 +217,15 @@ def main():
         fds = []
         try:
             fds = child_fds(job)
-            ask_forker(fk_sock, seq, req, [fds[0], fds[2], fds[4], fds[6], *extra])  # noqa: F821
-        except OSError as e:
+            ask_forker(fk_sock, seq, child_plan(req, iso),  # noqa: F821 (_fs_forker.py)
+                       [fds[0], fds[2], fds[4], fds[6], *extra])
+        except (OSError, ValueError) as e:  # ValueError: an input file's base64
             for fd in fds + extra:
                 os.close(fd)
             if job.dir is not None:
                 os.close(job.root_fd)
                 shutil.rmtree(jobdir, ignore_errors=True)
-            if e.errno == errno.ETOOMANYREFS:
+            if getattr(e, "errno", None) == errno.ETOOMANYREFS:
                 # this user has more descriptors in flight than our RLIMIT_NOFILE (a
                 # program floods them: ``forkserver.server_nofile``): they go when it
                 # ends (its timeout at the latest), so the request waits at the head
