@@ -165,3 +165,47 @@ def test_eval_of_a_saved_model_draws_only_its_own_bar(tmp_path: Path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "math/arith-v1" in r.stdout and "Loading weights" not in r.stderr, r.stderr
+
+
+def test_eval_results_out_that_cannot_be_written_exits_2_before_any_work(tmp_path: Path):
+    """An unwritable --results-out ended the whole evaluation with a traceback (its
+    results lost) after all the sampling and scoring."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("keep me")
+    r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "4",
+               "--results-out", str(blocker / "rows.jsonl"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("error: --results-out: cannot write") and r.stdout == ""
+    assert blocker.read_text() == "keep me"
+    ok = tmp_path / "new" / "dir" / "rows.jsonl"  # a new directory is fine
+    r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "4",
+               "--results-out", str(ok))
+    assert r.returncode == 0 and len(ok.read_text().splitlines()) == 4, r.stderr
+    assert [p.name for p in ok.parent.iterdir()] == ["rows.jsonl"]  # no probe left behind
+
+
+def test_report_of_damaged_run_files_exits_2_naming_file_and_field(tmp_path: Path):
+    from polyrl.eval.summary import write_rows
+    from tests.eval.conftest import fabricate_rows
+
+    run = tmp_path / "r"
+    base, post = fabricate_rows(n=8)
+    write_rows(run / "eval" / "baseline.jsonl", base)
+    write_rows(run / "eval" / "post.jsonl", post)
+    lines = (run / "eval" / "post.jsonl").read_text().splitlines()
+    rec = json.loads(lines[2])
+    rec["reward"] = "0.5"  # was a numpy TypeError traceback, exit 1
+    (run / "eval" / "post.jsonl").write_text("\n".join(lines[:2] + [json.dumps(rec)]) + "\n")
+    r = polyrl("report", str(run))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "post.jsonl: line 3" in r.stderr and "reward '0.5'" in r.stderr
+    (run / "summary.json").write_text(json.dumps({"domains": {"a/b-v1": {"n": 1}}}))
+    r = polyrl("report", str(run))
+    assert r.returncode == 2 and "summary.json: domains.a/b-v1.baseline: missing" in r.stderr
+
+
+def test_eval_table_prints_n_a_for_a_domain_with_no_scored_task():
+    from polyrl.cli.eval import _fmt
+
+    assert _fmt(float("nan")) == "n/a" and _fmt(None) == "n/a"  # was "mean=nan [nan, nan]"
+    assert _fmt(0.12345) == "0.123"

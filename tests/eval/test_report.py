@@ -57,3 +57,70 @@ def test_a_rebuilt_summary_resamples_with_the_runs_seed(run_dir: Path):
     rows = [read_rows(run_dir / "eval" / f"{k}.jsonl") for k in ("baseline", "post")]
     assert load_summary(run_dir)["domains"] == compare(*rows, seed=5)
     assert load_summary(run_dir)["domains"] != compare(*rows, seed=0)
+
+
+def test_a_damaged_summary_json_names_the_file_and_field_and_keeps_the_old_report(run_dir):
+    import pytest
+
+    report(run_dir)
+    before = (run_dir / "report.html").read_text()
+    good = load_summary(run_dir)
+    for text, says in (
+        ("{oops", "summary.json: not valid JSON"),  # named no file
+        ("[]", "summary.json: (top level): a JSON object"),  # AttributeError traceback
+        (json.dumps({"domains": {"a/b-v1": {"n": 3}}}),
+         "summary.json: domains.a/b-v1.baseline: missing"),  # KeyError traceback
+        (json.dumps({**good, "domains": {"a/b-v1": {**good["domains"]["math/arith-v1"],
+                                                     "delta_ci95": "wide"}}}),
+         "domains.a/b-v1.delta_ci95"),
+    ):
+        (run_dir / "summary.json").write_text(text)
+        with pytest.raises(ValueError, match="summary.json") as e:
+            report(run_dir)
+        assert says in str(e.value), str(e.value)
+        assert (run_dir / "report.html").read_text() == before  # nothing lost
+
+
+def test_a_metrics_line_that_is_not_an_object_is_named(run_dir: Path):
+    import pytest
+
+    with open(run_dir / "metrics.jsonl", "a") as f:
+        f.write("3\n")  # the plots iterated its keys: TypeError traceback
+    with pytest.raises(ValueError, match="metrics.jsonl: line 31: not a JSON object"):
+        report(run_dir)
+
+
+def test_a_partial_summary_has_no_post_numbers_and_its_markdown_says_incomplete(run_dir):
+    (run_dir / "eval" / "post.jsonl").unlink()
+    s = load_summary(run_dir)
+    assert s["partial"] and all(v["post_passed"] is None and v["post"] is None
+                                for v in s["domains"].values())  # post_passed was baseline's
+    report(run_dir)
+    assert "Incomplete run" in (run_dir / "summary.md").read_text()
+
+
+def test_the_bar_plot_draws_no_zero_bar_for_an_n_a_mean_and_shortens_long_ids(tmp_path):
+    import pytest
+
+    from polyrl.eval.plots import (
+        LABEL_CHARS,
+        bar_values,
+        delta_labels,
+        plot_baseline_vs_post,
+        short_label,
+    )
+
+    long = "math/" + "x" * 150 + "-v1"
+    assert len(short_label(long).replace("\n", "")) <= LABEL_CHARS
+    assert short_label(long).endswith("x-v1") and short_label("math/arith-v1") == "math/\narith-v1"
+    na = {"n": 0, "baseline": None, "post": None, "delta": None, "delta_ci95": [None, None],
+          "baseline_ci95": [None, None], "post_ci95": [None, None]}
+    ok = {"n": 8, "baseline": 0.5, "post": 0.6, "delta": 0.1, "delta_ci95": [0.05, 0.15],
+          "baseline_ci95": [0.4, 0.6], "post_ci95": [0.5, 0.7]}
+    doms = {"a/b-v1": ok, long: na}
+    heights, below, above = bar_values(doms, "baseline")
+    assert heights[0] == 0.5 and heights[1] != heights[1]  # NaN: no bar (was 0.0)
+    assert below == [pytest.approx(0.1), 0.0] and above == [pytest.approx(0.1), 0.0]
+    assert delta_labels({"domains": doms, "improved_domains": ["a/b-v1"]}) == ["+0.100 *",
+                                                                                "n/a"]
+    assert plot_baseline_vs_post({"domains": doms}, tmp_path / "p.png").is_file()

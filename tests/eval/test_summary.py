@@ -117,3 +117,47 @@ def test_an_interval_end_a_verdict_hangs_on_never_reads_as_zero():
                        "delta_ci95": [0.0003, 0.02]}}
     md = summary_markdown({"run_id": "r", "domains": doms, "improved_domains": ["a/b-v1"]})
     assert "[+0.0003, +0.020] | yes" in md
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("reward", float("nan"), "reward nan"),  # json writes NaN; the report failed later
+    ("reward", "0.5", "reward '0.5'"),  # a TypeError traceback deep in numpy
+    ("reward", 1.5, "reward 1.5"),
+    ("passed", "yes", "passed 'yes'"),
+    ("task_id", 7, "task_id 7"),
+    ("sample_index", None, "not a result row"),
+])
+def test_read_rows_names_the_file_line_and_field_of_a_bad_value(tmp_path: Path, field, value,
+                                                                 says):
+    import json
+
+    path = tmp_path / "post.jsonl"
+    write_rows(path, [_row("a", 0.5), _row("b", 0.25)])
+    lines = path.read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec[field] = value
+    path.write_text(lines[0] + "\n" + json.dumps(rec) + "\n")
+    with pytest.raises(ValueError, match="post.jsonl: line 2: ") as e:
+        read_rows(path)
+    assert says in str(e.value)
+
+
+def test_a_domain_of_the_run_without_any_row_is_still_reported():
+    """A run domain with no held-out task left no row: it vanished from the summary and
+    "k of N domains" counted N without it."""
+    base, post = [_row("a", 0.2), _row("b", 0.4)], [_row("a", 0.5), _row("b", 0.7)]
+    doms = compare(base, post, binary={"math/arith-v1": False, "code/empty-v1": True})
+    assert list(doms) == ["math/arith-v1", "code/empty-v1"]
+    empty = doms["code/empty-v1"]
+    assert (empty["n"], empty["baseline"], empty["post"], empty["delta"]) == (0, None, None, None)
+    assert empty["delta_ci95"] == [None, None] and verdict(empty) == "no"
+    md = summary_markdown({"run_id": "r", "domains": doms, "improved_domains": improved(doms)})
+    assert "of 2** domains" in md and "| code/empty-v1 | 0 | n/a | n/a | n/a | [n/a, n/a] | no |" in md
+
+
+def test_markdown_of_a_partial_or_rebuilt_summary_says_so_and_prints_no_nan():
+    doms = compare([_row("a", 0.2)], [_row("a", 0.2)])
+    md = summary_markdown({"run_id": "r", "domains": doms, "improved_domains": [],
+                           "partial": True, "wall_s": float("nan"), "stages_s": {"x": None}})
+    assert "Incomplete run" in md  # "0 of 1 improved" alone read as a finished run
+    assert "nan" not in md and "Wall time: n/a s" in md

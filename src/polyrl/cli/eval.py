@@ -49,8 +49,23 @@ def _difficulties(spec: str) -> list[int] | None:
 
 
 def _fmt(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
+    """3 decimals; ``n/a`` for None and NaN (a domain with no scored task: its mean)."""
+    return "n/a" if x is None or x != x else f"{x:.3f}"
 
+
+def _check_writable(flag: str, path: Path) -> None:
+    """A usage error (exit 2) naming ``flag`` unless ``path`` can be written: checked
+    before the evaluation, which an unwritable path lost with a traceback at its end."""
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        where = f" ({e.filename})" if e.filename and str(e.filename) != str(path) else ""
+        fail(f"{flag}: cannot write {path}: {e.strerror or e}{where}", 2)
 
 
 def _at_least(flag: str, value: float, least: float) -> None:
@@ -94,6 +109,8 @@ def eval_(
     _at_least("--workers", workers, 0)
     if results_out is not None and results_out.is_dir():
         fail(f"--results-out: {results_out} is a directory; give a file path", 2)
+    if results_out is not None:
+        _check_writable("--results-out", results_out)
     unbounded = [d.id for d in doms if d.split_sizes().get("test") is None]
     if n == 0 and unbounded:
         fail(f"--n: {', '.join(unbounded)} {'is' if len(unbounded) == 1 else 'are'} "
@@ -126,9 +143,6 @@ def eval_(
             hooks.end()
             fail(f"{e} (--difficulty 1 is the quickstart's level)", 2)
     hooks.end()
-    if results_out is not None:
-        write_rows(results_out, rep.rows)
-        log(f"wrote {len(rep.rows)} rows to {results_out}")
     for dom, r in rep.domains.items():
         line = f"{dom:<24} n={r.n:<5} mean={_fmt(r.mean)} [{_fmt(r.ci95[0])}, {_fmt(r.ci95[1])}]"
         if r.passed is not None:
@@ -139,6 +153,12 @@ def eval_(
         typer.echo(line, err=json_)  # with --json, stdout carries only the JSON object
     if json_:
         typer.echo(json.dumps(rep.to_json()))
+    if results_out is not None:  # after the results are shown: a failure here loses no more
+        try:
+            write_rows(results_out, rep.rows)
+        except OSError as e:
+            fail(f"--results-out: cannot write {results_out}: {e.strerror or e}")
+        log(f"wrote {len(rep.rows)} rows to {results_out}")
 
 
 @app.command()

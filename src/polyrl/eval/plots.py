@@ -97,8 +97,50 @@ def plot_curriculum(records: Sequence[dict[str, Any]], path: Path) -> Path | Non
     return _save(fig, path)
 
 
+LABEL_CHARS = 28
+"""Longest domain id shown whole under a bar; longer ones keep their two ends."""
+
+
+def short_label(name: str) -> str:
+    """``name`` broken after its ``/``; over ``LABEL_CHARS`` characters, its middle is
+    replaced by an ellipsis (a 150-character id ran under every other bar)."""
+    if len(name) > LABEL_CHARS:
+        half = (LABEL_CHARS - 1) // 2
+        name = name[:half] + "\u2026" + name[-half:]
+    return name.replace("/", "/\n", 1)
+
+
+def bar_values(doms: dict[str, dict[str, Any]],
+               stage: str) -> tuple[list[float], list[float], list[float]]:
+    """``(means, below, above)`` of ``stage`` (``"baseline"``/``"post"``) per domain, in
+    order: the bar heights (NaN, no bar, where the mean is n/a) and the error-bar
+    lengths down to ``<stage>_ci95[0]`` and up to ``[1]`` (0 where n/a)."""
+    nan = float("nan")
+    means = [nan if v.get(stage) is None else float(v[stage]) for v in doms.values()]
+    cis = [v.get(f"{stage}_ci95") or [None, None] for v in doms.values()]
+    lo = [0.0 if m != m or c[0] is None else max(0.0, m - c[0])
+          for m, c in zip(means, cis, strict=True)]
+    hi = [0.0 if m != m or c[1] is None else max(0.0, c[1] - m)
+          for m, c in zip(means, cis, strict=True)]
+    return means, lo, hi
+
+
+def delta_labels(summary: dict[str, Any]) -> list[str]:
+    """The text over each domain's bars: its signed delta, `` *`` when improved, or
+    ``n/a``."""
+    imp = set(summary.get("improved_domains") or [])
+    out = []
+    for d, v in (summary.get("domains") or {}).items():
+        delta = v.get("delta")
+        out.append("n/a" if delta is None else f"{signed(delta)}{' *' if d in imp else ''}")
+    return out
+
+
 def plot_baseline_vs_post(summary: dict[str, Any], path: Path) -> Path | None:
-    """Grouped bars: held-out mean reward before and after RL per domain, 95% intervals."""
+    """Grouped bars: held-out mean reward before and after RL per domain, 95% intervals.
+
+    A mean that is n/a (no task scored) gets no bar and an ``n/a`` label: it was drawn
+    as a bar of height 0, a reward of 0 to the eye."""
     doms = summary.get("domains") or {}
     if not doms:
         return None
@@ -106,20 +148,13 @@ def plot_baseline_vs_post(summary: dict[str, Any], path: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(names) + 2), 4.4))
     width = 0.38
     for j, (stage, color) in enumerate((("baseline", "#8c8c8c"), ("post", "#1f77b4"))):
-        means = [doms[d].get(stage) or 0.0 for d in names]
-        cis = [doms[d].get(f"{stage}_ci95") or [None, None] for d in names]
-        lo = [m - (c[0] if c[0] is not None else m) for m, c in zip(means, cis, strict=True)]
-        hi = [(c[1] if c[1] is not None else m) - m for m, c in zip(means, cis, strict=True)]
+        means, lo, hi = bar_values(doms, stage)
         xs = [i + (j - 0.5) * width for i in range(len(names))]
         ax.bar(xs, means, width, yerr=[lo, hi], capsize=4, color=color,
                label="baseline" if stage == "baseline" else "post-RL")
-    imp = set(summary.get("improved_domains") or [])
-    for i, d in enumerate(names):
-        delta = doms[d].get("delta")
-        if delta is not None:
-            mark = " *" if d in imp else ""
-            ax.text(i, 1.02, f"{signed(delta)}{mark}", ha="center", fontsize=8)
-    ax.set_xticks(range(len(names)), [n.replace("/", "/\n") for n in names], fontsize=8)
+    for i, text in enumerate(delta_labels(summary)):
+        ax.text(i, 1.02, text, ha="center", fontsize=8)
+    ax.set_xticks(range(len(names)), [short_label(n) for n in names], fontsize=8)
     ax.set(ylabel="held-out mean reward", ylim=(0, 1.1),
            title="Baseline vs post-RL (95% bootstrap intervals; * = paired CI above 0)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -43,7 +43,7 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """Records of ``run_dir/metrics.jsonl`` (empty when the file is missing).
 
     Raises:
-        ValueError: a line is not JSON (names the file and line).
+        ValueError: a line is not a JSON object (names the file and line).
     """
     path = Path(run_dir) / "metrics.jsonl"
     if not path.is_file():
@@ -52,9 +52,12 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         if line.strip():
             try:
-                out.append(json.loads(line))
+                rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}: line {lineno}: invalid JSON ({e})") from e
+            if not isinstance(rec, dict):  # the plots iterate its keys: a TypeError before
+                raise ValueError(f"{path}: line {lineno}: not a JSON object")
+            out.append(rec)
     return out
 
 
@@ -63,11 +66,18 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: neither ``summary.json`` nor ``eval/baseline.jsonl`` exists.
+        ValueError: ``summary.json`` is not JSON, or not a summary (names the file and
+            the field), or a row file is damaged (``read_rows``).
     """
     run_dir = Path(run_dir)
     path = run_dir / "summary.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        try:
+            summary = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        check_summary(summary, path)
+        return summary
     base = run_dir / "eval" / "baseline.jsonl"
     post = run_dir / "eval" / "post.jsonl"
     if not base.is_file():
@@ -78,12 +88,51 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
     if not p_rows:  # run interrupted before the post-RL evaluation: show the baseline only
         doms = compare(b_rows, b_rows, seed=seed)
         for v in doms.values():
-            v.update(post=None, delta=None, delta_ci95=[None, None], post_ci95=[None, None])
+            v.update(post=None, delta=None, delta_ci95=[None, None], post_ci95=[None, None],
+                     post_passed=None)
     else:
         doms = compare(b_rows, p_rows, seed=seed)
     return {"run_id": run_dir.name, "domains": doms, "improved_domains": improved(doms),
             "regressed_domains": regressed(doms),
             "wall_s": float("nan"), "steps": len(read_metrics(run_dir)), "partial": not p_rows}
+
+
+SUMMARY_DOMAIN_KEYS = ("n", "baseline", "post", "delta", "delta_ci95")
+"""Fields of a ``summary.json`` domain entry that the report shows."""
+
+
+def check_summary(summary: Any, path: Path) -> None:
+    """Raise ValueError naming ``path`` and the field unless ``summary`` has the shape
+    ``report`` reads (see ``polyrl.eval.summary``): an object whose ``domains`` maps ids
+    to objects with ``SUMMARY_DOMAIN_KEYS``, numbers or null, and a 2-list
+    ``delta_ci95``. A hand-edited or foreign file died with a KeyError traceback."""
+    def bad(field: str, why: str) -> ValueError:
+        return ValueError(f"{path}: {field}: {why}; not a polyrl summary (restore it, or "
+                          "move it away to rebuild it from eval/*.jsonl)")
+
+    if not isinstance(summary, dict):
+        raise bad("(top level)", f"a JSON object expected, got {type(summary).__name__}")
+    doms = summary.get("domains")
+    if not isinstance(doms, dict):
+        raise bad("domains", "missing, or not an object")
+    for dom, v in doms.items():
+        if not isinstance(v, dict):
+            raise bad(f"domains.{dom}", "not an object")
+        for key in SUMMARY_DOMAIN_KEYS:
+            if key not in v:
+                raise bad(f"domains.{dom}.{key}", "missing")
+        for key in ("baseline", "post", "delta"):
+            if v[key] is not None and (isinstance(v[key], bool)
+                                       or not isinstance(v[key], (int, float))):
+                raise bad(f"domains.{dom}.{key}", f"{v[key]!r} is not a number or null")
+        ci = v["delta_ci95"]
+        if not (isinstance(ci, list) and len(ci) == 2 and all(
+                x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+                for x in ci)):
+            raise bad(f"domains.{dom}.delta_ci95", f"{ci!r} is not [lo, hi]")
+    for key in ("improved_domains", "regressed_domains"):
+        if key in summary and not isinstance(summary[key], list):
+            raise bad(key, "not a list")
 
 
 def _run_seed(run_dir: Path) -> int:
@@ -152,7 +201,7 @@ def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config
     metric_rows = "".join(f"<tr><td>{e(k)}</td><td>{fmt(last.get(k), digits=_digits(last.get(k)))}</td></tr>"
                           for k in keys if k in last)
     stages = summary.get("stages_s") or {}
-    stage_txt = ", ".join(f"{e(k)} {v:.0f} s" for k, v in stages.items())
+    stage_txt = ", ".join(f"{e(k)} {fmt(v, digits=0)} s" for k, v in stages.items())
     wall = summary.get("wall_s")
     partial = ("<p class='warn'>This run is incomplete: the post-RL evaluation has not run "
                "yet (resume it with <code>polyrl resume</code>).</p>"
@@ -183,7 +232,9 @@ Wall time {fmt(wall, digits=0)} s; {summary.get('steps', '?')} RL steps.
 </table>
 <p><i>n</i>: distinct held-out tasks scored before and after RL (greedy unless the config
 says otherwise); a procedural domain whose test space is smaller than
-<code>eval.n_per_domain</code> is scored on all of it, each task once.</p>
+<code>eval.n_per_domain</code> is scored on all of it, each task once. Each domain is
+tested on its own at 2.5% (one-sided): of k domains that did not change, about 0.025 k
+read improved by chance.</p>
 {''.join(figs)}
 <h2>Last step</h2><table>{metric_rows}</table>
 <h2>Config</h2><pre>{e(config)}</pre>

@@ -98,6 +98,14 @@ def paired_bootstrap_ci(
         bootstrap of a few discordant tasks out of many calls 4 of 4 "significant";
         an exact sign test gives p = 1/16).
 
+    The same resampling serves binary (0/1) and continuous rewards. With binary ones only
+    the discordant tasks move the mean, so the interval acts as a sign test on them;
+    under a null of symmetric changes it read "improved" 1.2% (64 tasks, 10% discordant)
+    to 1.8% of the time, and 1.9-3.8% for continuous differences at 6-32 tasks (checked
+    by simulation against the nominal 2.5%). Ties (all-equal rewards) give ``(0, 0)``.
+    NaN is refused, not skipped: an unscored sample is None upstream and its task is
+    left out of both sides (``summary.compare``).
+
     Raises:
         ValueError: lengths differ, or values are not finite.
     """

@@ -43,8 +43,13 @@ def write_rows(path: Path, rows: Iterable[SampleRow], *, transcript: bool = Fals
 def read_rows(path: Path) -> list[SampleRow]:
     """Rows written by ``write_rows`` (either form).
 
+    A row's ``reward`` must be None or a number in [0, 1] (what ``Domain.safe_score``
+    lets through), ``passed`` None or a boolean, ``task_id``/``domain`` strings: a NaN
+    or a string there made the report fail later with no file named (or a traceback).
+
     Raises:
-        FileNotFoundError: no such file; ValueError: a line is not a row (names file and line).
+        FileNotFoundError: no such file; ValueError: a line is not a row (names file, line
+            and field).
     """
     rows = []
     for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
@@ -52,14 +57,28 @@ def read_rows(path: Path) -> list[SampleRow]:
             continue
         try:
             d = json.loads(line)
+            if not isinstance(d, dict):
+                raise ValueError("not a JSON object")
+            for key in ("task_id", "domain"):
+                if not isinstance(d[key], str):
+                    raise ValueError(f"{key} {d[key]!r} is not a string")
+            reward = d["reward"]
+            if reward is not None and (isinstance(reward, bool)
+                                       or not isinstance(reward, (int, float))
+                                       or not 0.0 <= reward <= 1.0):  # NaN fails this too
+                raise ValueError(f"reward {reward!r} is not null or a number in [0, 1]")
+            if d.get("passed") is not None and not isinstance(d["passed"], bool):
+                raise ValueError(f"passed {d['passed']!r} is not null or a boolean")
             rows.append(SampleRow(
                 task_id=d["task_id"], domain=d["domain"], sample_index=int(d["sample_index"]),
-                difficulty=int(d.get("difficulty", 0)), reward=d["reward"],
+                difficulty=int(d.get("difficulty", 0)),
+                reward=None if reward is None else float(reward),
                 passed=d.get("passed"), components=d.get("components") or {},
                 error=d.get("error"), error_message=d.get("error_message", ""),
                 prompt=d.get("prompt", ""), completion=d.get("completion", "")))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{path}: line {lineno}: not a result row ({e})") from e
+            what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
+            raise ValueError(f"{path}: line {lineno}: not a result row ({what})") from e
     return rows
 
 
@@ -70,15 +89,23 @@ def compare(baseline: Sequence[SampleRow], post: Sequence[SampleRow], *,
     Args:
         baseline, post: scored rows of the two evaluations.
         binary: ``{domain_id: has a pass/fail verdict}`` (default: inferred from rows).
+            Its domains are all reported, in its order, also one without a single row
+            (no held-out task: ``n`` 0 and no numbers), so "k of N domains improved"
+            counts every domain of the run.
         seed: bootstrap seed.
 
     Returns:
         ``{domain_id: {"n", "baseline", "post", "delta", "delta_ci95", "baseline_ci95",
         "post_ci95", "baseline_passed", "post_passed", "errors"}}``; ``n`` counts tasks
-        scored without error in both evaluations.
+        scored without error in both evaluations. The unit is the task: a task's samples
+        are averaged first, and ``baseline``/``post`` are means over the same ``n`` shared
+        tasks (a task whose scoring failed in one evaluation is left out of both, so
+        ``baseline`` can differ from that evaluation's own mean over all its tasks).
+        Domains are never pooled: each is compared and tested on its own.
     """
     out: dict[str, dict[str, Any]] = {}
-    domains = list(dict.fromkeys([r.domain for r in baseline] + [r.domain for r in post]))
+    domains = list(dict.fromkeys(list(binary or {}) + [r.domain for r in baseline]
+                                 + [r.domain for r in post]))
     for dom in domains:
         b_rows = [r for r in baseline if r.domain == dom]
         p_rows = [r for r in post if r.domain == dom]
@@ -133,6 +160,9 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     lines = [f"# polyrl run `{summary.get('run_id', '?')}`", ""]
     doms = summary.get("domains", {})
     imp = summary.get("improved_domains", [])
+    if summary.get("partial"):  # "0 of N improved" alone read as a finished run's result
+        lines += ["**Incomplete run**: the post-RL evaluation has not run yet (resume it "
+                  "with `polyrl resume`); only the baseline is shown.", ""]
     lines.append(f"Improved (paired-bootstrap 95% interval of post - baseline above 0): "
                  f"**{len(imp)} of {len(doms)}** domains"
                  + (f" ({', '.join(imp)})" if imp else "") + ".")
@@ -140,8 +170,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     if worse:
         lines.append(f"Worse after RL (interval below 0): {', '.join(worse)}.")
     cpu = summary.get("cpu_s")
-    lines.append(f"Wall time: {summary.get('wall_s', float('nan')):.0f} s"
-                 + (f" ({cpu:.0f} CPU-seconds)" if cpu else "")
+    lines.append(f"Wall time: {fmt(summary.get('wall_s'), digits=0)} s"
+                 + (f" ({fmt(cpu, digits=0)} CPU-seconds)" if cpu else "")
                  + f"; RL steps: {summary.get('steps', '?')}.")
     lines += ["", "| domain | n | baseline | post | delta | delta 95% CI | improved |",
               "|---|---:|---:|---:|---:|---|:---:|"]
@@ -156,7 +186,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
               "not change, about 0.025 k read improved by chance."]
     stages = summary.get("stages_s") or {}
     if stages:
-        lines += ["", "Stage times (s): " + ", ".join(f"{k} {v:.0f}" for k, v in stages.items())]
+        lines += ["", "Stage times (s): " + ", ".join(f"{k} {fmt(v, digits=0)}" for k, v in stages.items())]
     return "\n".join(lines) + "\n"
 
 
