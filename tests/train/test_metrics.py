@@ -20,3 +20,23 @@ def test_jsonl_and_tensorboard(tmp_path):
     w2 = MetricsWriter(tmp_path, tensorboard=False)
     w2.truncate_after(2)  # steps after the last checkpoint are dropped on resume
     assert [json.loads(x)["step"] for x in w2.path.read_text().splitlines()] == [1, 2]
+
+
+def test_resume_drops_a_last_line_cut_short_and_names_a_bad_earlier_one(tmp_path):
+    """A run killed in the middle of a metrics write left a torn last line, and the
+    resume's truncate_after crashed on it (JSONDecodeError)."""
+    import pytest
+
+    w = MetricsWriter(tmp_path, tensorboard=False)
+    for step in (1, 2, 3):
+        w.write({"step": step, "loss/policy": 0.1})
+    with open(w.path, "a") as f:
+        f.write('{"loss/policy": 0.1, "st')  # the kill
+    w.truncate_after(2)
+    assert [json.loads(x)["step"] for x in w.path.read_text().splitlines()] == [1, 2]
+    w.write({"step": 3, "loss/policy": 0.2})
+    assert [json.loads(x)["step"] for x in w.path.read_text().splitlines()] == [1, 2, 3]
+    w.path.write_text('{"step": 1}\n3\n{"step": 2}\n')
+    with pytest.raises(ValueError, match="line 2"):
+        w.truncate_after(5)
+    assert w.path.read_text() == '{"step": 1}\n3\n{"step": 2}\n'  # nothing lost

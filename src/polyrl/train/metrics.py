@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,36 @@ class MetricsWriter:
                 self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tb"))
 
     def truncate_after(self, step: int) -> None:
-        """Drop records with ``step`` greater than ``step`` (steps lost in a crash)."""
+        """Drop records with ``step`` greater than ``step`` (steps lost in a crash).
+
+        A last line cut short (the process killed in the middle of ``write``, or a full
+        disk) is dropped too: it is a record never completed. The file is replaced
+        atomically, so a kill during this call loses nothing.
+
+        Raises:
+            ValueError: a line before the last is not a JSON object (names file and line).
+        """
         if not self.path.is_file():
             return
-        keep = [line for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= step]
-        self.path.write_text("".join(line + "\n" for line in keep))
+        lines = self.path.read_text(errors="replace").splitlines()
+        keep = []
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as e:
+                if lineno == len(lines):  # torn by the crash being recovered from
+                    continue
+                raise ValueError(f"{self.path}: line {lineno}: not a metrics record ({e}); "
+                                 "fix or delete that line to resume") from e
+            if rec.get("step", 0) <= step:
+                keep.append(line)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in keep))
+        os.replace(tmp, self.path)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append ``record`` (must hold ``"step"``); non-finite floats become null."""
