@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 
 import polyrl.domains.code.mbppplus as mbppplus
@@ -46,3 +49,26 @@ def test_canonical_passes_wrong_fails_and_outputs_are_cached(
     monkeypatch.setattr(mbppplus, "run_tests", no_sandbox)
     again = list(MbppPlusDomain(path=path).tasks("test", n=3))
     assert [t.metadata["cases"] for t in again] == [t.metadata["cases"] for t in tasks]
+
+
+def test_inputs_after_one_that_hangs_are_still_recorded(tmp_path, monkeypatch) -> None:
+    """An input whose canonical run overruns its wall backstop (a loaded machine made
+    Mbpp/599's ``sum(range(10**8))`` do so) had the canonical's process killed, and the
+    rest of its 16-input execution went unreported and was dropped: the recorded tests
+    depended on load (Mbpp/599: 41 of 91 inputs under load, 75 otherwise)."""
+    monkeypatch.setenv("POLYRL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(mbppplus, "RECORD_TIMEOUT_S", 0.2)  # wall backstop 1.6 s
+    row = {"task_id": "Mbpp/1", "entry_point": "double", "atol": 0,
+           "prompt": '"""\nDouble x.\nassert double(1) == 2\n"""\n',
+           "canonical_solution": ("import time\n\ndef double(x):\n    if x < 0:\n"
+                                  "        time.sleep(30)  # no CPU: only the wall backstop\n"
+                                  "    return 2 * x\n"),
+           "base_input": [[1], [-1], [2], [3]], "plus_input": [[4]],
+           "assertion": "assert double(1) == 2"}
+    path = tmp_path / "MbppPlus.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps(row) + "\n")
+    (task,) = MbppPlusDomain(path=path).tasks("test")
+    assert [c[0]["__t"][0] for c in task.metadata["cases"]] == [1, 2, 3, 4]
+    assert [c[1] for c in task.metadata["cases"]] == [2, 4, 6, 8]
+    assert task.metadata["dropped"] == 1

@@ -65,3 +65,18 @@ def test_registered_and_checker_passes_on_every_difficulty(fun):
     for d in range(1, 6):
         report = check_domain(fun, n=8, seed=d, difficulty=d)
         assert report.ok, (d, report.problems)
+
+
+def test_difficulty_four_points_determine_the_answer(fun):
+    """Five points of ``(a*x+b) % m`` (a 1..9, b 0..9, m 3..7) fit another function of
+    the ladder that differs at the query in ~2% of draws (f(13)=2,f(5)=0,f(17)=0,f(7)=2,
+    f(12)=1,f(15)=?: 1 or 4): a perfect solver's reward was a coin flip there."""
+    family = [(a, b, m) for a in range(1, 10) for b in range(10) for m in range(3, 8)]
+    for split in ("train", "test"):
+        for t in fun.tasks(split, n=300, difficulty=4, seed=3):
+            found = _POINT.findall(t.prompt[0]["content"])
+            points = [(int(x), int(y)) for x, y in found[:-1]]
+            query = int(found[-1][0])
+            answers = {(a * query + b) % m for a, b, m in family
+                       if all((a * x + b) % m == y for x, y in points)}
+            assert answers == {int(t.reference)}, t.prompt[0]["content"]

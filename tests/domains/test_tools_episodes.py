@@ -80,3 +80,14 @@ def test_a_fixed_name_rarely_answers_who_placed_an_order(domain: ToolEpisodesDom
     task = next(t for t in domain.tasks("test", difficulty=2, n=300)
                 if t.metadata["answer"] == name)
     assert run_actions(domain.env(task), [f'{{"answer": "{name}"}}']).reward == pytest.approx(0.8)
+
+
+def test_train_and_test_share_no_prompt(domain: ToolEpisodesDomain) -> None:
+    """The split follows the prompt: the same question over another hidden world (another
+    answer) was in both splits, 18 prompts in 3 x 400 draws of each (split by question +
+    world); ``check_domain(n=300)`` failed its disjointness check."""
+    prompts = {split: {t.prompt[0]["content"] for seed in range(3)
+                       for t in domain.tasks(split, n=400, seed=seed)}
+               for split in ("train", "test")}
+    assert len(prompts["test"]) > 1000 and len(prompts["train"]) > 1000
+    assert not prompts["train"] & prompts["test"]

@@ -38,7 +38,8 @@ INSTRUCTION = ("Write a Python function for the task below. Answer with the full
                "in a ```python block.\n\n")
 
 
-CACHE_VERSION = "v3"  # v3: iterator, numpy, Fraction and Decimal outputs recorded as data
+CACHE_VERSION = "v4"  # v4: inputs cut off by a slow one recorded again; v3: iterator,
+# numpy, Fraction and Decimal outputs recorded as data
 """Bumped whenever the recorded cases would change; part of the cache folder name."""
 RECORD_CHUNK = 16
 """Inputs per sandboxed execution when recording the canonical outputs."""
@@ -117,6 +118,13 @@ def compares_as_set(text: str, entry_point: str) -> bool:
     return re.search(rf"\bset\(\s*{re.escape(entry_point)}\s*\(", text) is not None
 
 
+def _cut_off(report: Any, k: int) -> bool:
+    """True when input ``k`` of a recording ``report`` did not run for a reason of its
+    own: the execution ended first, or an earlier input got the process killed."""
+    error = report.errors[k] if k < len(report.errors) else "not run"
+    return error.startswith("not run") or "the candidate stopped answering" in error
+
+
 def _difficulty(canonical: str) -> int:
     return min(5, 1 + len(canonical.strip().splitlines()) // 5)
 
@@ -171,7 +179,10 @@ class MbppPlusDomain(CodeDomain):
 
         Runs the canonical solution in two sandboxed interpreters (different string-hash
         seeds) and caches the result. Inputs it fails on or takes over
-        ``RECORD_TIMEOUT_S`` for are dropped; outputs whose order differs between the two
+        ``RECORD_TIMEOUT_S`` for are dropped; inputs cut off because an earlier input of
+        the same execution overran its wall backstop are recorded again, so a loaded
+        machine (Mbpp/599 kept 41 of 91 inputs under load, 75 otherwise) records the same
+        cases as an idle one; outputs whose order differs between the two
         runs (sets of strings) make the task compare outputs as sets (``unordered``).
 
         Raises:
@@ -187,16 +198,26 @@ class MbppPlusDomain(CodeDomain):
         inputs = [[coerce(_child(shapes, k), a) for k, a in enumerate(args)]
                   for args in list(row["base_input"]) + list(row["plus_input"])]
         tagged = [[encode(tuple(args)), None] for args in inputs]
-        cases: list[Any] = []
+        recorded: dict[int, Any] = {}
         unordered = False
-        for start in range(0, len(tagged), RECORD_CHUNK):
-            chunk = tagged[start:start + RECORD_CHUNK]
-            first, second = (self._record(row, chunk, server) for server in (0, 1))
-            for (args, _), ok1, out1, ok2, out2 in zip(chunk, first.passed, first.outputs,
-                                                       second.passed, second.outputs,
-                                                       strict=False):
-                if not (ok1 and ok2):
+        todo = list(range(len(tagged)))
+        while todo:
+            chunk, todo = todo[:RECORD_CHUNK], todo[RECORD_CHUNK:]
+            runs = [self._record(row, [tagged[i] for i in chunk], server) for server in (0, 1)]
+            oks = [[k < min(len(r.passed), len(r.outputs)) and r.passed[k] for k in range(len(chunk))]
+                   for r in runs]
+            # an input that overruns its wall backstop gets the canonical's process killed,
+            # and every later input of the execution fails unrun: those are recorded again
+            # (not dropped), so which inputs survive does not depend on the load; an input
+            # failing on its own (an exception, its CPU budget spent) is not retried
+            first_fail = min([ok.index(False) for ok in oks if False in ok] or [len(chunk)])
+            retry = []
+            for k, i in enumerate(chunk):
+                if not (oks[0][k] and oks[1][k]):
+                    if k > first_fail and any(_cut_off(r, k) for r in runs):
+                        retry.append(i)
                     continue
+                out1, out2 = runs[0].outputs[k], runs[1].outputs[k]
                 if encode_output(out1) != encode_output(out2):  # order depends on hash seed
                     try:
                         if set(out1) != set(out2):
@@ -204,7 +225,9 @@ class MbppPlusDomain(CodeDomain):
                     except TypeError:
                         continue
                     unordered = True
-                cases.append([args, encode_output(out1)])
+                recorded[i] = [tagged[i][0], encode_output(out1)]
+            todo = retry + todo
+        cases = [recorded[i] for i in sorted(recorded)]
         dropped = len(tagged) - len(cases)
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".tmp{os.getpid()}")

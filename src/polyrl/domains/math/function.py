@@ -22,6 +22,12 @@ Difficulty ladder (``f`` has integer coefficients; shown points are distinct):
 Difficulty 1 fits the tiny byte-level quickstart model (prompt <= 22 bytes, answer
 <= 2 bytes).
 
+The shown points determine the answer within the level's family: at difficulty 4 five
+points of ``(a*x+b) % m`` can fit another ``(a', b', m')`` of the ladder that differs at
+the query (``f(13)=2,f(5)=0,f(17)=0,f(7)=2,f(12)=1,f(15)=?``: 1 or 4), about 2% of
+draws; such draws are redrawn (``determined``). The other levels are determined by
+construction (a line through 2 points, ``a*x*x+c`` through 3, a quadratic through 4).
+
 Splits: a problem belongs to ``test`` when ``crc32(prompt) % 10 == 0`` (about 10%),
 else to ``train``; at difficulty 1 there are ~36,000 problems.
 
@@ -81,6 +87,21 @@ def apply(co: dict[str, int], x: int) -> int:
     return co["a"] * x + co["b"]
 
 
+_MOD_FAMILY = [{"a": a, "b": b, "m": m}
+               for a in range(1, 10) for b in range(10) for m in range(3, 8)]
+"""Every difficulty-4 function ``(a*x+b) % m`` of the ladder."""
+
+
+def determined(difficulty: int, points: Sequence[tuple[int, int]], query: int) -> bool:
+    """True when every function of ``difficulty``'s family through ``points`` gives one
+    value at ``query`` (checked for difficulty 4, the only level where it can fail)."""
+    if difficulty != 4:
+        return True
+    values = {apply(co, query) for co in _MOD_FAMILY
+              if all(apply(co, x) == y for x, y in points)}
+    return len(values) == 1
+
+
 def render(points: Sequence[tuple[int, int]], query: int) -> str:
     """``"f(2)=7,f(5)=16,f(3)=?"`` for shown ``points`` ``[(x, f(x))]`` and ``query``."""
     return ",".join(f"f({x})={y}" for x, y in points) + f",f({query})=?"
@@ -103,14 +124,19 @@ class FunctionInduction(ProceduralMath):
         super().__init__(domain_id, test_per_10=test_per_10)
 
     def draw(self, rng: random.Random, difficulty: int) -> Problem:
-        """A function of ``difficulty`` and distinct points; its split key is the prompt.
+        """A function of ``difficulty`` and distinct points that determine the answer
+        (see :func:`determined`); its split key is the prompt.
 
         Raises:
             ValueError: difficulty outside 1..5.
         """
-        co, formula = generate_function(rng, difficulty)
-        shown, (lo, hi) = _POINTS[difficulty]
-        xs = rng.sample(range(lo, hi + 1), shown + 1)
-        text = render([(x, apply(co, x)) for x in xs[:shown]], xs[shown])
+        while True:
+            co, formula = generate_function(rng, difficulty)
+            shown, (lo, hi) = _POINTS[difficulty]
+            xs = rng.sample(range(lo, hi + 1), shown + 1)
+            points = [(x, apply(co, x)) for x in xs[:shown]]
+            if determined(difficulty, points, xs[shown]):
+                break
+        text = render(points, xs[shown])
         return Problem(key=text, prompt=text, answer=apply(co, xs[shown]),
                        metadata={"formula": formula, "coefficients": co, "query": xs[shown]})
