@@ -18,6 +18,8 @@ from polyrl.domains.terminal.domain import TbenchDomain
 from polyrl.domains.terminal.env import grade_output
 from polyrl.types import ExecResult, Task
 
+from .taskdirs import write_taskdirs
+
 SOLUTION = ("printf '#!/bin/sh\\necho 42\\n' > /workspace/run.sh; echo hi > /workspace/a.txt; "
             "echo 42 > /workspace/answer.txt\n")
 INSTRUCTION = "Make /workspace/run.sh print 42 and /workspace/a.txt hold the line hi."
@@ -105,16 +107,7 @@ PRINT_OK = "for i in $(seq 1 30); do echo ok $i; done\n"
 
 
 def _domain(root: Path) -> tuple[TbenchDomain, dict[str, Task]]:
-    for name, tests in TASKS.items():
-        d = root / name
-        (d / "tests").mkdir(parents=True)
-        (d / "task.yaml").write_text(f"instruction: {INSTRUCTION}\ndifficulty: easy\n"
-                                     "max_test_timeout_sec: 8\n")
-        (d / "solution.sh").write_text(SOLUTION)
-        for rel, text in tests.items():
-            (d / "tests" / rel).write_text(text)
-    domain = TbenchDomain(root)
-    return domain, {t.id: t for t in domain.tasks("test")}
+    return write_taskdirs(root, {n: (t, None) for n, t in TASKS.items()}, INSTRUCTION, SOLUTION, 8)
 
 
 @pytest.fixture(scope="module")

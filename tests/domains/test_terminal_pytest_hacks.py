@@ -21,6 +21,8 @@ from polyrl.domains.terminal.domain import TbenchDomain
 from polyrl.domains.terminal.env import grade_output
 from polyrl.types import ExecResult, Task
 
+from .taskdirs import write_taskdirs
+
 INSTRUCTION = "Write /workspace/solution.py with add(a, b) and mul(a, b)."
 SOLUTION = textwrap.dedent("""\
     cat > /workspace/solution.py <<'EOF'
@@ -79,18 +81,7 @@ FAKE_PLUGIN = WRONG + ("mkdir -p /workspace/evil-1.0.dist-info && cd /workspace/
 
 
 def _domain(root: Path) -> tuple[TbenchDomain, dict[str, Task]]:
-    for name, (tests, run_tests) in TASKS.items():
-        d = root / name
-        (d / "tests").mkdir(parents=True)
-        (d / "task.yaml").write_text(f"instruction: {INSTRUCTION}\ndifficulty: easy\n"
-                                     "max_test_timeout_sec: 20\n")
-        (d / "solution.sh").write_text(SOLUTION)
-        if run_tests:
-            (d / "run-tests.sh").write_text(run_tests)
-        for rel, text in tests.items():
-            (d / "tests" / rel).write_text(text)
-    domain = TbenchDomain(root)
-    return domain, {t.id: t for t in domain.tasks("test")}
+    return write_taskdirs(root, TASKS, INSTRUCTION, SOLUTION, 20)
 
 
 @pytest.fixture(scope="module")
