@@ -12,9 +12,7 @@ does (``signals_interrupt``).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
-import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -22,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from polyrl import lockfile
 from polyrl.config import RunConfig, dump_config
 from polyrl.errors import ConfigError, PolyrlError
 
@@ -144,29 +143,18 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         RunBusyError: another live process holds the lock.
     """
     path = Path(run_dir) / LOCK_FILE
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise RunBusyError(f"{run_dir} is in use by another polyrl process (pid {holder}); "
-                               "wait for it to finish or stop it, then resume") from None
-        try:  # a holder that finished may have removed the file we opened: open it anew
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
+
+    def busy(holder: str) -> RunBusyError:
+        return RunBusyError(f"{run_dir} is in use by another polyrl process (pid {holder}); "
+                            "wait for it to finish or stop it, then resume")
+
+    fd = lockfile.hold(path, busy, posix=True)
+    clean = False
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
-        path.unlink(missing_ok=True)  # still locked: a clean finish leaves no .lock behind
-    finally:
-        os.close(fd)  # releases the lock
+        clean = True
+    finally:  # still locked: a clean finish leaves no .lock behind
+        lockfile.release(fd, path if clean else None)
 
 
 @contextlib.contextmanager

@@ -18,8 +18,8 @@ One process owns a store file at a time: ``SQLiteStore`` takes an exclusive lock
 ``<path>.lock`` (``flock``; the kernel drops it when the process dies, even by
 SIGKILL) and a second opener gets ``StoreLockedError``, because two schedulers on one
 file would both ``resume()`` the same jobs, run them twice and record them twice.
-The lock file stays next to the database (deleting it while held would let a second
-opener in); a job's forked worker process does not inherit the lock.
+The lock file (``polyrl.lockfile``, shared with a run directory's ``.lock``) stays next
+to the database; a job's forked worker process does not keep the lock.
 
 A write that fails (disk full, file made read-only, I/O error) stops the writer for
 good: nothing committed before is lost, and every waiter (``submit``, ``result``,
@@ -31,8 +31,6 @@ process to go on.
 from __future__ import annotations
 
 import copy
-import fcntl
-import os
 import sqlite3
 import threading
 import time
@@ -41,6 +39,7 @@ from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from polyrl import lockfile
 from polyrl.types import Job, JobStatus
 
 FINISHED = frozenset({JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED})
@@ -236,47 +235,21 @@ _UPDATE = f"UPDATE jobs SET {', '.join(c + '=?' for c in MUTABLE)} WHERE id=?"
 _EVENT = "INSERT INTO events (job_id, time_s, status, attempts, error_class) VALUES (?,?,?,?,?)"
 
 
-_LOCK_FDS: set[int] = set()  # lock files held here; a forked job child must not keep them
-
-
-def _close_lock_fds_in_child() -> None:
-    for fd in list(_LOCK_FDS):  # the parent keeps its lock; the child drops its copy
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    _LOCK_FDS.clear()
-
-
-os.register_at_fork(after_in_child=_close_lock_fds_in_child)
-
-
 def _lock_store(path: Path) -> int:
     """Take the exclusive ``<path>.lock`` (returns its fd) or raise ``StoreLockedError``."""
     lock_path = path.with_name(path.name + ".lock")
+
+    def busy(holder: str) -> StoreLockedError:
+        return StoreLockedError(
+            f"SQLiteStore({path}) is in use by process {holder} (lock {lock_path}); one "
+            "scheduler per store: two would run and record the same jobs twice. Close the "
+            "other store (or wait for that process to end) before opening it here")
+
     try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return lockfile.hold(lock_path, busy, posix=False)
     except OSError as exc:
         raise StoreError(f"SQLiteStore({path}): cannot open its lock file {lock_path}: "
                          f"{exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise StoreLockedError(
-            f"SQLiteStore({path}) is in use by process {holder} (lock {lock_path}); one "
-            "scheduler per store: two would run and record the same jobs twice. Close the "
-            "other store (or wait for that process to end) before opening it here") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    _LOCK_FDS.add(fd)
-    return fd
-
-
-def _unlock_store(fd: int) -> None:
-    _LOCK_FDS.discard(fd)
-    os.close(fd)  # closing the last descriptor releases the flock
 
 
 class SQLiteStore(JobStore):
@@ -312,7 +285,7 @@ class SQLiteStore(JobStore):
         except sqlite3.Error as exc:
             for c in conns:
                 c.close()
-            _unlock_store(self._lock_fd)
+            lockfile.release(self._lock_fd)
             raise StoreError(f"SQLiteStore({self.path}): cannot open the job database: "
                              f"{exc}") from exc
         self._wconn, self._rconn = conns
@@ -467,4 +440,4 @@ class SQLiteStore(JobStore):
         self._writer.join()
         self._wconn.close()
         self._rconn.close()
-        _unlock_store(self._lock_fd)
+        lockfile.release(self._lock_fd)
