@@ -100,19 +100,14 @@ def running_others(samples: int = 10, interval_s: float = 0.05) -> float | None:
 def _running_here() -> int:
     """Runnable threads (state R) of this process and its descendants; at least 1 (the
     reader)."""
-    from polyrl.sandbox.diskguard import descendants
+    from polyrl.sandbox.diskguard import descendants, thread_files
 
     n = 0
     for pid in descendants(os.getpid()):
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
+        for stat in thread_files(pid, "stat"):
             try:
-                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                    n += f.read().rsplit(b")", 1)[1].split()[0] == b"R"
-            except (OSError, IndexError):
+                n += stat.rsplit(b")", 1)[1].split()[0] == b"R"
+            except IndexError:
                 pass
     return max(1, n)
 
