@@ -85,10 +85,12 @@ def test_scale_200_domains_1000_tasks_under_one_second():
         reg.register(NeedleRecall(1_000_000 if i % 2 else 8_000, f"recall/scale-{i}-v1"))
     domains = reg.list()
     assert len(domains) == 200
-    start = time.perf_counter()
+    # CPU seconds, not wall: under a load of ~5 on 2 cores the wall read 1.14 s for
+    # ~40 ms of work (a fresh-user trial); the sampling is single-threaded
+    start = time.process_time()
     tasks = sample_tasks(domains, 1000, seed=0)
-    elapsed_s = time.perf_counter() - start
-    print(f"sampled 1000 tasks from 200 domains in {elapsed_s * 1000:.1f} ms")
+    elapsed_s = time.process_time() - start
+    print(f"sampled 1000 tasks from 200 domains in {elapsed_s * 1000:.1f} ms of CPU")
     assert len(tasks) == 1000 and elapsed_s < 1.0
     assert len({t.domain for t in tasks}) > 150  # the mix reaches most domains
     lazy = [t for t in tasks if isinstance(t, LazyTask)]
