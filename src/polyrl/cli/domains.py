@@ -109,9 +109,13 @@ def check(
         help="Only these difficulty levels, e.g. 1 or 1-3 (default: the domain's own mix)."),
     json_: bool = typer.Option(False, "--json", help="One JSON object on the last line."),
 ) -> None:
-    """Oracle scores 1.0; empty, garbage and the prompt echoed back score 0.0; tasks and
-    scores are deterministic; a procedural domain gives new tasks for a new seed; train
-    and test share no task; binary domains set passed."""
+    """Check a domain's contract on a sample of its tasks.
+
+    The oracle scores 1.0. Empty output, garbage and the prompt echoed back score 0.0.
+
+    Tasks and scores are deterministic. A procedural domain gives new tasks for a new seed.
+
+    Train and test share no task. Binary domains set passed."""
     from polyrl.cli.eval import _difficulties
     from polyrl.domains import UnknownDomainError, check_domain, get_domain
 
