@@ -225,7 +225,8 @@ class CurriculumSection(_Section):
     """How the domain x difficulty mix evolves."""
 
     kind: Literal["learning_progress", "static"] = Field("learning_progress")
-    floor: float = Field(0.05, ge=0, lt=1, description="Minimum probability of any domain.")
+    floor: float = Field(0.05, ge=0, lt=1, description="Minimum probability of any domain "
+                         "(capped at 1 / (2 * number of domains): at most half the mass).")
     temperature: float = Field(
         0.5, gt=0, description="Softmax temperature over arm values (signal + learning "
         "progress): p1p values are <= 0.25, so 0.5 is a mild preference; mean |advantage| "

@@ -36,9 +36,10 @@ def _job_set(sched: Scheduler) -> list[tuple]:
                                 ("ModelCodeError", 1)]]
     ids.append(sched.submit(sched_jobs.counter_episode, 6, kind="rollout"))
     ids.append(sched.submit(sliced_sleep, 0.2, 0.05, kind="rollout"))
-    # the deadline runs from dispatch: on Ray it also covers starting the replacement of
-    # the worker killed at attempt 1's deadline, which took over 1 s on a loaded host
-    # (attempt 2, instant, timed out too: 3 attempts where the local executor made 2)
+    # on Ray attempt 2 waits for a replacement of the worker killed at attempt 1's
+    # deadline: 10-13 s under 8 busy processes on 2 cores. The deadline once ran from
+    # dispatch and counted that wait (attempt 2, instant, timed out too: 3 attempts where
+    # the local executor made 2); it now runs from the slice's start on the worker
     ids.append(sched.submit(sched_jobs.hang, 20.0, kind="hung", deadline_s=4.0))
     assert sched.join(timeout=60)
     out = []
@@ -73,3 +74,15 @@ def test_ray_worker_death_is_retried_as_worker_lost(ray_cluster) -> None:
     with Scheduler(MemoryStore(), executor="ray", workers=2, retry=FAST) as sched:
         assert sched.map(sched_jobs.die, [0]) == ["survived"]
         assert sched.metrics()["job"]["errors"] == {"WorkerLostError": 1}
+
+
+def test_ray_deadline_runs_from_the_start_on_a_worker(ray_cluster) -> None:
+    """8 slices of 0.5 s, deadline 1.5 s, on 2 Ray CPUs (8 dispatcher slots): the last
+    pair waits 1.5 s in Ray's queue and runs 0.5 s. Timed from dispatch (the old way)
+    they timed out and retried; as on the local executor, each runs once."""
+    with Scheduler(MemoryStore(), executor="ray", workers=2, retry=FAST) as sched:
+        ids = [sched.submit(sched_jobs.logged_square, i, os.devnull, 0.5, deadline_s=1.5)
+               for i in range(8)]
+        assert sched.join(timeout=120)
+        rows = [sched.store.get(job_id) for job_id in ids]
+    assert [(r.status, r.attempts) for r in rows] == [("done", 1)] * 8

@@ -118,3 +118,63 @@ def test_p1p_signal_is_zero_for_groups_of_equal_partial_credit():
                               [group(0, [0.5] * 4), group(1, [0.0, 0.0, 0.0, 1.0])])
     assert cur.arms[0].signal == 0.0
     assert cur.arms[1].signal == pytest.approx(0.1875)
+
+
+def many(n: int, **cfg) -> Curriculum:
+    doms = [EchoDomain(f"d{i}/x-v1") for i in range(n)]
+    return Curriculum(doms, None, CurriculumSection(**cfg), seed=0)
+
+
+def test_learning_progress_still_counts_with_many_domains():
+    """25 domains at the default floor 0.05: the floor once took all the mass (every
+    weight exactly 1/25, learning progress ignored); now it takes at most half."""
+    cur = many(25, explore_steps=0, exploration_bonus=0.0)
+    for arm in range(25):
+        cur.update(arm, mean_reward=1.0, signal=0.0, n_groups=4)  # solved
+    for k in range(5):
+        cur.update(0, mean_reward=0.2 * k, signal=0.25, n_groups=4)  # arm 0 learns
+    w = cur.domain_weights(100)
+    assert w["d0/x-v1"] > 1.4 / 25  # was exactly 1/25 = 0.04 (0.060 now)
+    assert min(w.values()) >= 0.5 / 25 - 1e-12  # every domain keeps its (capped) floor
+    assert sum(w.values()) == pytest.approx(1.0)
+
+
+def test_non_finite_observations_do_not_poison_the_weights():
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        cur = many(3)
+        cur.update(0, mean_reward=bad, signal=0.1, n_groups=4)
+        cur.update(1, mean_reward=0.5, signal=bad, n_groups=4)
+        cur.update(0, mean_reward=0.5, signal=0.1, n_groups=4)
+        w = cur.weights(0)
+        assert np.isfinite(w).all() and w.sum() == pytest.approx(1.0), bad
+        assert len(cur.sample(6, 0)) == 6  # raised "Probabilities contain NaN"
+        assert cur.arms[0].count == 8 and cur.arms[0].reward_fast == 0.5
+
+
+def test_an_arm_whose_groups_are_always_dropped_does_not_draw_the_most_weight():
+    """A domain whose grader is down gives no group to learn from (``build_groups``
+    drops them): it was never counted as sampled, so its exploration bonus grew every
+    step and it drew the most weight (0.42 of 3 domains after 100 steps). Its dropped
+    groups now count as sampled; the weight stays near a working domain's."""
+    import types
+
+    from polyrl.config import RunConfig
+    from polyrl.train.groups import Group
+    from polyrl.train.trainer import Trainer
+
+    ids = ["a/x-v1", "b/y-v1", "broken/z-v1"]
+    cfg = RunConfig(domains=[{"id": i} for i in ids])
+    cur = Curriculum([EchoDomain(i) for i in ids], cfg.domains, cfg.curriculum, 0)
+    trainer = types.SimpleNamespace(cfg=cfg, curriculum=cur)
+    rewards = [0.0, 0.0, 1.0, 1.0]
+    for step in range(100):
+        picks = cur.sample(6, step)
+        groups = [Group(task=t, arm=arm, prompt_ids=[1], completions=[[i] for i in range(4)],
+                        behaviour_logprobs=[[]] * 4, rewards=rewards,
+                        advantages=[r - 0.5 for r in rewards], policy_version=step)
+                  for t, arm in picks if t.domain != "broken/z-v1"]
+        Trainer.update_curriculum(trainer, groups, [arm for _, arm in picks])
+    w = cur.domain_weights(100)
+    assert cur.arms[2].count > 100  # its groups were sampled, and counted
+    assert w["broken/z-v1"] < 0.36, w  # 0.42 when they were not counted (0.333 now)
+    assert sum(cur.arms[i].count for i in range(3)) == 600

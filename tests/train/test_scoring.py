@@ -86,3 +86,31 @@ def test_first_occurrences_keeps_order_and_never_merges_none():
 
     assert first_occurrences(["a", "b", "a", None, None, "b"]) == ([0, 1, 3, 4], [0, 1, 0, 2, 3, 1])
     assert first_occurrences([]) == ([], [])
+
+
+class BadRewardArith(Arithmetic):
+    """The real arith domain whose ``score`` breaks the [0, 1] contract (a plugin bug)."""
+
+    def __init__(self, reward: float) -> None:
+        super().__init__()
+        self.bad = reward
+
+    def score(self, task, answer):
+        score = super().score(task, answer)
+        score.reward = self.bad
+        return score
+
+
+def test_out_of_range_rewards_fail_through_the_scheduler_as_inline():
+    """NaN/inf/1.5 rewards were caught inline (safe_score) but passed through scheduler
+    jobs, and a NaN then made every curriculum weight NaN."""
+    for bad in (float("nan"), float("inf"), 1.5):
+        domain = BadRewardArith(bad)
+        tasks, comps = _step(domain)
+        inline = score_completions({domain.id: domain}, tasks, comps, group_size=4)
+        with Scheduler(MemoryStore(), workers=2) as sched:
+            queued = score_completions({domain.id: domain}, tasks, comps, group_size=4,
+                                       scheduler=sched)
+        for scores in (inline, queued):
+            assert [(s.ok, s.error, s.reward) for s in scores] == [
+                (False, "GraderError", 0.0)] * 8, bad

@@ -210,6 +210,11 @@ class Domain(abc.ABC):
             return Score(reward=0.0, error=error_class_name(e), error_message=str(e))
         except Exception as e:
             return Score(reward=0.0, error="GraderError", error_message=f"{e!r}")
+        return self.checked_score(task, score)
+
+    def checked_score(self, task: Task, score: Any) -> Score:
+        """``score`` (what ``score`` returned for ``task``) if its reward is a number in
+        [0, 1], else a failed ``Score`` (``error="GraderError"``; NaN and inf fail too)."""
         reward = getattr(score, "reward", None)
         if not isinstance(reward, (int, float)) or not 0.0 <= reward <= 1.0:  # NaN too
             return Score(reward=0.0, error="GraderError", error_message=(

@@ -225,18 +225,26 @@ class DispatchMixin:
             with self._cv:
                 now = time.monotonic()  # deadlines: immune to wall-clock steps (NTP)
                 for job_id, (_, call, deadline_at, name) in list(self._running.items()):
+                    live = self._jobs[job_id]
+                    limit_s = live.row.deadline_s or 0.0
+                    if not limit_s:  # no deadline
+                        continue
+                    dispatched = deadline_at - limit_s
+                    what = f"ran past its deadline of {limit_s} s"
+                    if call.started is not None:  # the executor says when it began to run
+                        deadline_at = call.started + limit_s
+                    elif self.executor.reports_start:  # dispatched, not started yet
+                        deadline_at = dispatched + self.executor.pending_limit_s(limit_s)
+                        what = f"did not start within {deadline_at - dispatched:.0f} s"
                     if now <= deadline_at:
                         continue
                     del self._running[job_id]
-                    live = self._jobs[job_id]
-                    live.run_s += now - (deadline_at - (live.row.deadline_s or 0.0))
+                    live.run_s += now - dispatched
                     self._retired.add(name)
                     self._spawn()
                     kills.append(call)
                     try:
-                        self._fail(live, JobTimeoutError(
-                            f"job {job_id} ran past its deadline of {live.row.deadline_s} s"),
-                            name)
+                        self._fail(live, JobTimeoutError(f"job {job_id} {what}"), name)
                     except StoreError:  # the store stopped; result()/join() raise its error
                         return
             for call in kills:

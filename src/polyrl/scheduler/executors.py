@@ -20,6 +20,9 @@ Isolation and the watchdog:
 - ``RayExecutor``: each slice is one Ray task; a hung task is cancelled with
   ``force=True`` (its worker process is killed); Ray worker/node loss becomes
   ``WorkerLostError``. Needs ``pip install polyrl[ray]`` and ``ray.init`` first.
+  The task reports when it starts on a worker (``SliceCall.started``): its deadline
+  runs from there, as on the local executor, not from dispatch (a slice queued in
+  Ray behind others, or waiting for a worker to start, has not run yet).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import multiprocessing
 import multiprocessing.reduction
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +74,8 @@ class SliceCall:
 
     ``gen`` is a live generator (thread executor only); otherwise a sliced job is
     re-created as ``fn(*args, resume_state=state, **kwargs)`` when ``state`` is set.
+    ``started`` is the ``time.monotonic()`` at which the slice began to run, set by an
+    executor whose ``reports_start`` is True (None until then).
     """
 
     job_id: str
@@ -81,6 +87,7 @@ class SliceCall:
     has_state: bool = False
     gen: Any = None
     handle: Any = None
+    started: float | None = None
 
 
 @dataclass
@@ -125,6 +132,7 @@ class Executor:
 
     name = "base"
     keeps_generators = False
+    reports_start = False  # True: ``run`` sets ``call.started``; the deadline runs from it
 
     def __init__(self, workers: int) -> None:
         if workers < 1:
@@ -135,6 +143,11 @@ class Executor:
     def run(self, call: SliceCall) -> SliceOutcome:
         """Run one slice to completion (blocking)."""
         raise NotImplementedError
+
+    def pending_limit_s(self, deadline_s: float) -> float:
+        """Seconds after dispatch a slice that has not started (``reports_start``
+        executors) may wait before it times out anyway; ``deadline_s`` elsewhere."""
+        return deadline_s
 
     def kill(self, call: SliceCall) -> None:
         """Best-effort stop of a slice past its deadline (called from the watchdog)."""
@@ -218,11 +231,14 @@ class ProcessExecutor(Executor):
                 pass
 
 
-def _ray_slice(call: SliceCall) -> tuple[str, Any]:
+def _ray_slice(call: SliceCall) -> Any:
+    """Ray task body (a streaming generator): yields ``"started"`` as soon as it runs on
+    a worker, then ``(kind, value)``; an error outcome is raised."""
+    yield "started"
     out = run_slice(call, keep_gen=False)
     if out.kind == "error":
         raise out.error  # type: ignore[misc]
-    return out.kind, out.value
+    yield out.kind, out.value
 
 
 class RayExecutor(Executor):
@@ -232,11 +248,16 @@ class RayExecutor(Executor):
         workers: concurrent slices the scheduler keeps in flight per ``ray_inflight``.
         inflight_factor: dispatcher slots per worker (Ray queues the extra ones, which
             hides task round-trip latency; ordering stays the scheduler's).
+        start_timeout_s: a slice's deadline runs from its start on a worker; one still
+            waiting for a worker ``inflight_factor`` deadlines plus this many seconds
+            after dispatch (Ray cannot place it) times out too.
     """
 
     name = "ray"
+    reports_start = True
 
-    def __init__(self, workers: int, inflight_factor: int = 4) -> None:
+    def __init__(self, workers: int, inflight_factor: int = 4,
+                 start_timeout_s: float = 60.0) -> None:
         super().__init__(workers)
         try:
             import ray
@@ -245,16 +266,24 @@ class RayExecutor(Executor):
         if not ray.is_initialized():
             ray.init(num_cpus=workers, include_dashboard=False)
         self._ray = ray
-        self._remote = ray.remote(num_cpus=1, max_retries=0)(_ray_slice)
+        self._remote = ray.remote(num_cpus=1, max_retries=0,
+                                  num_returns="streaming")(_ray_slice)
+        self.inflight_factor = inflight_factor
+        self.start_timeout_s = start_timeout_s
         self.slots = workers * inflight_factor
+
+    def pending_limit_s(self, deadline_s: float) -> float:
+        return self.inflight_factor * deadline_s + self.start_timeout_s
 
     def run(self, call: SliceCall) -> SliceOutcome:
         ray = self._ray
-        ref = self._remote.remote(SliceCall(call.job_id, call.fn, call.args, call.kwargs,
-                                            call.ctx, call.state, call.has_state))
-        call.handle = ref
+        refs = self._remote.remote(SliceCall(call.job_id, call.fn, call.args, call.kwargs,
+                                             call.ctx, call.state, call.has_state))
+        call.handle = refs
         try:
-            kind, value = ray.get(ref)
+            ray.get(next(refs))  # "started": the slice runs on a worker now
+            call.started = time.monotonic()
+            kind, value = ray.get(next(refs))
             return SliceOutcome(kind, value)
         except ray.exceptions.RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, BaseException) else exc

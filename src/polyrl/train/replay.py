@@ -61,9 +61,13 @@ class ReplayBuffer:
     def evict_stale(self, version: int) -> int:
         """Drop groups older than ``max_staleness`` versions; returns how many."""
         keep = [g for g in self.groups if version - g.policy_version <= self.max_staleness]
+        if len(keep) == len(self.groups):
+            return 0
+        for g in self.groups:  # hash only the dropped (a key hashes every token)
+            if version - g.policy_version > self.max_staleness:
+                self._keys.discard(g.key)
         dropped = len(self.groups) - len(keep)
         self.groups = keep
-        self._keys = {g.key for g in keep}
         return dropped
 
     def sample(self, n: int, version: int, rng: np.random.Generator) -> list[Group]:
@@ -85,6 +89,13 @@ class ReplayBuffer:
         return {"groups": [g.to_dict() for g in self.groups]}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore ``state_dict()`` output."""
-        self.groups = [Group.from_dict(g) for g in state["groups"]]
+        """Restore ``state_dict()`` output. A state of more groups than ``capacity`` (a
+        run resumed with a smaller ``replay.capacity``) keeps the ``capacity`` of highest
+        priority, in their order: ``add`` only ever drops one, so the buffer stayed over
+        its capacity for good."""
+        groups = [Group.from_dict(g) for g in state["groups"]]
+        if len(groups) > self.capacity:
+            best = sorted(range(len(groups)), key=lambda i: -groups[i].priority)
+            groups = [groups[i] for i in sorted(best[:self.capacity])]
+        self.groups = groups
         self._keys = {g.key for g in self.groups}

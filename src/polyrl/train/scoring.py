@@ -88,7 +88,8 @@ class _ScoreOne:
     """Job function ``(task, completion) -> Score`` via ``Domain.score``.
 
     Errors propagate so the scheduler classifies them (transient ones are retried);
-    a job that fails for good comes back as a ``JobFailure``.
+    a job that fails for good comes back as a ``JobFailure``. A reward outside [0, 1]
+    (NaN, inf) gives a failed Score, as ``Domain.safe_score`` does inline.
     """
 
     def __init__(self, domains: Mapping[str, Domain]) -> None:
@@ -96,7 +97,8 @@ class _ScoreOne:
 
     def __call__(self, pair: tuple[Task, Completion]) -> Score:
         task, completion = pair
-        return self.domains[task.domain].score(task, completion)
+        domain = self.domains[task.domain]
+        return domain.checked_score(task, domain.score(task, completion))
 
 
 def _as_score(result: Any) -> Score:

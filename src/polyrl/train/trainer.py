@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,7 @@ class Trainer:
         upd = policy_update(self.model, self.optimizer, batch, self.opts, self._ref_logprobs)
         update_s = time.perf_counter() - t0
         self.step += 1
-        self.update_curriculum(groups)
+        self.update_curriculum(groups, [arm for _, arm in picks])
         mix = {"zero_variance_groups": n_zero, "replay/mixed": n_mixed, "groups/trained": len(batch)}
         return self.step_metrics(groups, built, upd, cur_weights, mix, {
             "time/generate_s": generate_s, "sandbox_s": sandbox_s, "time/update_s": update_s,
@@ -197,11 +198,20 @@ class Trainer:
                 self.replay.add(g)
         return signal + mixed + kept_zero, len(zero), len(mixed)
 
-    def update_curriculum(self, groups: list[Group]) -> None:
-        """Feed each arm's mean reward and signal of this step to the curriculum."""
+    def update_curriculum(self, groups: list[Group], picked: Sequence[int] = ()) -> None:
+        """Feed each arm's mean reward and signal of this step to the curriculum.
+
+        ``picked``: the arm of every task sampled this step; its groups that were
+        dropped (too few scores succeeded) are counted as sampled
+        (``Curriculum.count_unscored``)."""
         by_arm: dict[int, list[Group]] = {}
         for g in groups:
             by_arm.setdefault(g.arm, []).append(g)
+        dropped = Counter(picked)
+        dropped.subtract(g.arm for g in groups)
+        for arm, n in sorted(dropped.items()):
+            if n > 0:
+                self.curriculum.count_unscored(arm, n)
         for arm, gs in sorted(by_arm.items()):
             rewards = torch.tensor([float(np.mean(g.rewards)) for g in gs])
             p = rewards.clamp(0, 1)
