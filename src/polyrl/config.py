@@ -526,3 +526,22 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 def dump_config(cfg: RunConfig) -> str:
     """The fully resolved config as YAML text (what ``--print-config`` prints)."""
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+RESUME_MAY_CHANGE = ("train.steps", "run.time_budget_s", "run.torch_threads", "run.out_dir",
+                     "model.device", "model.tiny.cache_dir", "model.tiny.warm_start_threads",
+                     "sandbox.workers", "scheduler.workers", "scheduler.backend",
+                     "scheduler.max_attempts")
+"""Config keys a resumed run may change: how long, where and how fast it runs, never
+what it computes (a new learning rate from step 38 on would make ``config.yaml`` lie)."""
+
+
+def flat_config(d: Any, prefix: str = "") -> dict[str, Any]:
+    """``RunConfig.model_dump()`` output as ``{"train.lr": 1e-4, ...}``: sections are
+    walked, anything else (lists such as ``domains`` included) is one value."""
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(flat_config(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: d}

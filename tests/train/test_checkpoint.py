@@ -60,3 +60,39 @@ def test_only_the_last_checkpoints_are_kept(tmp_path):
     for step in (2, 4, 6, 8):
         save_checkpoint(tmp_path, step, model, opt, {}, keep_last=2)
     assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-6", "step-8"]
+
+
+def test_a_flipped_byte_in_a_weight_is_a_clear_error_not_a_silent_load(tmp_path):
+    """torch's zip reader does not check CRCs: a byte flipped on disk inside a tensor
+    loaded as a different weight, and the run resumed from it without a word."""
+    from polyrl.errors import CheckpointError
+
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = save_checkpoint(tmp_path, 1, model, opt, {})
+    data = bytearray((path / "model.pt").read_bytes())
+    data[len(data) // 2] ^= 0x5A  # inside the tensor payload
+    (path / "model.pt").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"step-1/model\.pt: unreadable checkpoint file "
+                                              r"\(damaged: its sha256 differs"):
+        load_checkpoint(tmp_path)
+    (path / "manifest.json").unlink()  # what an older checkpoint (no manifest) looks like
+    loaded = load_checkpoint(tmp_path)["model"]  # loads unchecked: the damage goes unseen
+    assert any(not torch.equal(v, model.state_dict()[k]) for k, v in loaded.items())
+
+
+def test_a_truncated_file_is_named_by_its_size_against_the_manifest(tmp_path):
+    from polyrl.errors import CheckpointError
+
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = save_checkpoint(tmp_path, 1, model, opt, {})
+    size = (path / "optimizer.pt").stat().st_size
+    with open(path / "optimizer.pt", "r+b") as f:
+        f.truncate(size - 10)
+    with pytest.raises(CheckpointError, match=rf"optimizer\.pt: unreadable checkpoint file "
+                                              rf"\(damaged: {size - 10} bytes, the manifest says {size}"):
+        load_checkpoint(path)
+    (path / "manifest.json").write_text("{")
+    with pytest.raises(CheckpointError, match=r"manifest\.json: unreadable"):
+        load_checkpoint(path)

@@ -40,3 +40,23 @@ def test_resume_drops_a_last_line_cut_short_and_names_a_bad_earlier_one(tmp_path
     with pytest.raises(ValueError, match="line 2"):
         w.truncate_after(5)
     assert w.path.read_text() == '{"step": 1}\n3\n{"step": 2}\n'  # nothing lost
+
+
+def test_a_resume_purges_the_tensorboard_events_of_the_steps_it_redoes(tmp_path):
+    """A run killed at step 5 with its last checkpoint at step 3 redoes steps 4-5; the
+    killed session's events of them stayed, so TensorBoard showed steps 4, 5 twice."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    w = MetricsWriter(tmp_path)
+    for step in (1, 2, 3, 4, 5):
+        w.write({"step": step, "loss/policy": float(step)})
+    w.close()  # the kill
+    resumed = MetricsWriter(tmp_path)
+    resumed.truncate_after(3)
+    for step in (4, 5, 6):
+        resumed.write({"step": step, "loss/policy": 10.0 * step})
+    resumed.close()
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    got = [(e.step, e.value) for e in acc.Scalars("loss/policy")]
+    assert got == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 40.0), (5, 50.0), (6, 60.0)]

@@ -210,3 +210,50 @@ def test_lora_resume_restores_the_adapters(tmp_path):
     assert resumed.step == 2
     now = {n: p for n, p in resumed.model.named_parameters() if p.requires_grad}
     assert saved.keys() == now.keys() and all(torch.equal(saved[n], now[n]) for n in saved)
+
+
+def _other_size_policy():
+    from polyrl.models.tiny import build_byte_tokenizer, build_tiny_model
+    from polyrl.rollout import HFPolicy
+
+    return HFPolicy(build_tiny_model(hidden_size=96, num_layers=2, num_heads=2,
+                                     intermediate_size=128, max_position_embeddings=1024),
+                    build_byte_tokenizer())
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"lr": 2e-3}, r"config\.train\.lr: the checkpoint was written under another config "
+                   r"\(train\.lr: 0\.001 -> 0\.002\)"),
+    ({"lora": True, "lora_rank": 4}, r"config\.train\.lora: .*train\.lora: False -> True"),
+    ("other model size", r"model\.pt: its weights do not fit this model \(full weights: "
+                         r"\d+ of another shape, e\.g\. .*saved \(259, 64\), model \(259, 96\)"),
+], ids=["lr", "lora-vs-full", "model-size"])
+def test_resume_refuses_a_checkpoint_of_another_config_or_model(tmp_path, change, match):
+    """A changed learning rate resumed silently (the checkpoint's lr won, the config lied);
+    LoRA vs full weights and another model size crashed with torch's bare RuntimeError or
+    ValueError deep in load_state_dict. Now one CheckpointError names file, field, why."""
+    from polyrl.errors import CheckpointError
+
+    Trainer(small_cfg(), tiny_policy(), domains(), tmp_path).fit(steps=1)
+    cfg = small_cfg(**change) if isinstance(change, dict) else small_cfg()
+    policy = _other_size_policy() if change == "other model size" else tiny_policy()
+    with pytest.raises(CheckpointError, match=match):
+        Trainer.resume(cfg, policy, domains(), tmp_path)
+
+
+def test_resume_may_change_the_step_count(tmp_path):
+    Trainer(small_cfg(steps=1), tiny_policy(), domains(), tmp_path).fit()
+    resumed = Trainer.resume(small_cfg(steps=2), tiny_policy(), domains(), tmp_path)
+    assert resumed.step == 1 and [r["step"] for r in resumed.fit()] == [2]
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_without_doubled_steps(tmp_path):
+    """Killed at step 2 of a run that checkpoints every 3: the resume started fresh but
+    kept the killed session's metrics, so metrics.jsonl read steps 1, 2, 1, 2, 3."""
+    killed = Trainer(small_cfg(), tiny_policy(), domains(), tmp_path)
+    killed.train_step()
+    killed.metrics.write({"step": 1})  # what fit wrote before the kill
+    assert not (tmp_path / "checkpoints").exists()
+    Trainer.resume(small_cfg(), tiny_policy(), domains(), tmp_path).fit(steps=2)
+    steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2]

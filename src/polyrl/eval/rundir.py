@@ -21,17 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from polyrl import lockfile
-from polyrl.config import RunConfig, dump_config
+from polyrl.config import RESUME_MAY_CHANGE, RunConfig, dump_config, flat_config
 from polyrl.errors import ConfigError, PolyrlError
 
 STATE_FILE = "run_state.json"
 LOCK_FILE = ".lock"
-RESUME_MAY_CHANGE = ("train.steps", "run.time_budget_s", "run.torch_threads", "run.out_dir",
-                     "model.device", "model.tiny.cache_dir", "model.tiny.warm_start_threads",
-                     "sandbox.workers", "scheduler.workers", "scheduler.backend",
-                     "scheduler.max_attempts")
-"""Config keys a resumed run may change: how long, where and how fast it runs, never
-what it computes (a new learning rate from step 38 on would make ``config.yaml`` lie)."""
 
 
 class RunBusyError(PolyrlError):
@@ -94,15 +88,6 @@ def write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(Path(run_dir) / STATE_FILE)
 
 
-def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(d, dict):
-        out: dict[str, Any] = {}
-        for k, v in d.items():
-            out.update(_flat(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: d}
-
-
 def check_resume_config(run_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> list[str]:
     """Compare the run's ``config.yaml`` (``cfg``) with the configuration it began with
     (kept in ``state``; runs made before it was kept are not checked). Returns the
@@ -115,7 +100,7 @@ def check_resume_config(run_dir: Path, cfg: RunConfig, state: dict[str, Any]) ->
     began = state.get("config")
     if not isinstance(began, dict):
         return []
-    old, new = _flat(began), _flat(cfg.model_dump(mode="json"))
+    old, new = flat_config(began), flat_config(cfg.model_dump(mode="json"))
     changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
     bad = [k for k in changed if k not in RESUME_MAY_CHANGE]
     if bad:

@@ -2,17 +2,23 @@
 
 Layout of ``run_dir/checkpoints``::
 
-    step-6/            model.pt, optimizer.pt, state.pt (step, RNGs, curriculum, replay)
+    step-6/            model.pt, optimizer.pt, state.pt (step, RNGs, curriculum, replay),
+                       manifest.json (each file's size and sha256, written last)
     latest             text file: "step-6" (the pointer, written last)
 
 A checkpoint is written into ``.tmp-step-N-<pid>`` first, fsynced, then renamed
 to ``step-N`` (an atomic rename on POSIX); the ``latest`` pointer is replaced
 atomically last. A crash at any moment leaves either the previous checkpoint or
-the new one as ``latest``, never a half-written one.
+the new one as ``latest``, never a half-written one. ``load_checkpoint`` checks
+every file against ``manifest.json``: torch's zip reader does not check its CRCs, so
+a flipped byte in a tensor would otherwise load as a silently different weight
+(checkpoints written before the manifest existed load unchecked).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import shutil
@@ -25,6 +31,8 @@ import torch
 from polyrl.errors import CheckpointError, MissingCheckpointError
 
 POINTER = "latest"
+MANIFEST = "manifest.json"
+FILES = ("model.pt", "optimizer.pt", "state.pt")
 
 
 def rng_state() -> dict[str, Any]:
@@ -43,6 +51,15 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _sha256(path: Path) -> str:
+    """Hex sha256 of the file at ``path`` (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:
@@ -108,6 +125,12 @@ def save_checkpoint(
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
+    manifest = {n: {"bytes": (tmp / n).stat().st_size, "sha256": _sha256(tmp / n)}
+                for n in payloads}
+    with open(tmp / MANIFEST, "w") as f:
+        json.dump({"files": manifest}, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
     _fsync_dir(tmp)
     if final.exists():
         shutil.rmtree(final)
@@ -158,7 +181,7 @@ def _older(ckpt_root: Path, than: Path | None) -> str:
     """``"; complete older checkpoints: step-5, step-10 (...)"``, a hint for error messages."""
     done = sorted((p for p in Path(ckpt_root).glob("step-*") if p.is_dir() and p != than
                    and p.name.split("-", 1)[1].isdigit()
-                   and all((p / n).is_file() for n in ("model.pt", "optimizer.pt", "state.pt"))),
+                   and all((p / n).is_file() for n in FILES)),
                   key=lambda p: int(p.name.split("-", 1)[1]))
     if not done:
         return "; no other checkpoint is left"
@@ -174,15 +197,19 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         ``state["rng"]`` holds the RNG states (apply with ``set_rng_state``).
 
     Raises:
-        FileNotFoundError: no checkpoint at ``path``, or a file is missing.
+        FileNotFoundError: no checkpoint at ``path``, or a file is missing
+            (``MissingCheckpointError``).
+        CheckpointError: a file is unreadable, or its size or sha256 differs from
+            ``manifest.json`` (damaged on disk); the message names the file.
     """
     path = Path(path)
     if (path / POINTER).is_file():
         path = latest_checkpoint(path)  # type: ignore[assignment]
-    missing = [n for n in ("model.pt", "optimizer.pt", "state.pt") if not (path / n).is_file()]
+    missing = [n for n in FILES if not (path / n).is_file()]
     if missing:
         raise MissingCheckpointError(f"{path}: not a checkpoint (missing {', '.join(missing)})"
                                      f"{_older(path.parent, path)}")
+    _verify_manifest(path)
     load = {"map_location": map_location, "weights_only": False}
     out: dict[str, Any] = {}
     for key in ("model", "optimizer", "state"):
@@ -195,3 +222,28 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
                                   f"({type(e).__name__}: {first[:160]})"
                                   f"{_older(path.parent, path)}") from e
     return out
+
+
+def _verify_manifest(path: Path) -> None:
+    """Check the files of checkpoint ``path`` against its ``manifest.json`` (none: an
+    older checkpoint, not checked).
+
+    Raises:
+        CheckpointError: the manifest is unreadable, or a file's size or sha256 differs.
+    """
+    if not (path / MANIFEST).is_file():
+        return
+    try:
+        files = json.loads((path / MANIFEST).read_text())["files"]
+        want = {n: (int(files[n]["bytes"]), str(files[n]["sha256"])) for n in FILES}
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path / MANIFEST}: unreadable checkpoint manifest "
+                              f"({type(e).__name__}: {e}){_older(path.parent, path)}") from e
+    for name, (size, digest) in want.items():
+        have = (path / name).stat().st_size
+        why = (f"{have} bytes, the manifest says {size}" if have != size
+               else "its sha256 differs from the manifest's" if _sha256(path / name) != digest
+               else "")
+        if why:
+            raise CheckpointError(f"{path / name}: unreadable checkpoint file (damaged: {why})"
+                                  f"{_older(path.parent, path)}")

@@ -26,20 +26,23 @@ class MetricsWriter:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._tb: Any = None
+        self._tb_dir = Path(run_dir) / "tb"
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:  # tensorboard is optional
                 SummaryWriter = None  # noqa: N806
             if SummaryWriter is not None:
-                self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tb"))
+                self._tb = SummaryWriter(log_dir=str(self._tb_dir))
 
     def truncate_after(self, step: int) -> None:
         """Drop records with ``step`` greater than ``step`` (steps lost in a crash).
 
         A last line cut short (the process killed in the middle of ``write``, or a full
         disk) is dropped too: it is a record never completed. The file is replaced
-        atomically, so a kill during this call loses nothing.
+        atomically, so a kill during this call loses nothing. The TensorBoard events of
+        those steps are purged too (``SummaryWriter(purge_step=step + 1)``: TensorBoard
+        hides the older events at or after it), else it shows every redone step twice.
 
         Raises:
             ValueError: a line before the last is not a JSON object (names file and line).
@@ -65,6 +68,11 @@ class MetricsWriter:
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text("".join(line + "\n" for line in keep))
         os.replace(tmp, self.path)
+        if self._tb is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb.close()
+            self._tb = SummaryWriter(log_dir=str(self._tb_dir), purge_step=step + 1)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append ``record`` (must hold ``"step"``); non-finite floats become null."""

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from polyrl.config import RunConfig
+from polyrl.config import RESUME_MAY_CHANGE, RunConfig, flat_config
 from polyrl.domains.base import Domain
-from polyrl.errors import PolyrlError, error_class_name
+from polyrl.errors import CheckpointError, PolyrlError, error_class_name
 from polyrl.train.advantages import signal_stats
 from polyrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from polyrl.train.checkpoint import set_rng_state as restore_rng
@@ -262,30 +262,104 @@ class Trainer:
     def load_state(self, path: Path) -> None:
         """Restore a checkpoint (a ``step-N`` directory or a ``checkpoints`` root).
 
+        Everything is checked before anything is restored: the checkpoint's config
+        (kept in ``state.pt``) may differ from ``self.cfg`` only in
+        ``RESUME_MAY_CHANGE`` keys, its weights must fit this model (names and shapes;
+        LoRA: every adapter), its optimizer state this optimizer, its curriculum arms
+        these domains.
+
         Raises:
-            FileNotFoundError: no checkpoint there.
+            FileNotFoundError: no checkpoint there (``MissingCheckpointError``).
+            CheckpointError: a file is damaged, or the checkpoint is from another
+                config or model; the message names the file, the field and why.
         """
-        ck = load_checkpoint(Path(path), map_location=next(self.model.parameters()).device)
+        where = Path(path)
+        if (where / "latest").is_file():
+            where = latest_checkpoint(where) or where
+        ck = load_checkpoint(where, map_location=next(self.model.parameters()).device)
+        st = ck["state"]
+        self._check_state(where / "state.pt", st)
+        self._check_weights(where / "model.pt", ck["model"])
+        self._check_optimizer(where / "optimizer.pt", ck["optimizer"])
+        try:
+            self.curriculum.load_state_dict(st["curriculum"])
+        except ValueError as e:
+            raise CheckpointError(f"{where / 'state.pt'}: curriculum: {e}") from None
         self.model.load_state_dict(ck["model"], strict=not self.cfg.train.lora)
         self.optimizer.load_state_dict(ck["optimizer"])
-        st = ck["state"]
-        self.curriculum.load_state_dict(st["curriculum"])
         self.replay.load_state_dict(st["replay"])
         self.rng.bit_generator.state = st["trainer_rng"]
         self.step = int(st["step"])
         restore_rng(st["rng"])
         self.metrics.truncate_after(self.step)
 
+    def _check_state(self, file: Path, st: Any) -> None:
+        """Raise ``CheckpointError`` unless ``st`` is a trainer state of this config."""
+        if not isinstance(st, dict):
+            raise CheckpointError(f"{file}: not a trainer state ({type(st).__name__})")
+        absent = [k for k in ("step", "rng", "curriculum", "replay", "trainer_rng")
+                  if k not in st]
+        if absent:
+            raise CheckpointError(f"{file}: {absent[0]}: missing from the trainer state")
+        if not isinstance(st.get("config"), dict):
+            return  # written before checkpoints kept their config
+        old, new = flat_config(st["config"]), flat_config(self.cfg.model_dump())
+        bad = sorted(k for k in old.keys() | new.keys()
+                     if old.get(k) != new.get(k) and k not in RESUME_MAY_CHANGE)
+        if bad:
+            what = "; ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in bad[:4])
+            raise CheckpointError(
+                f"{file}: config.{bad[0]}: the checkpoint was written under another config "
+                f"({what}{'; ...' if len(bad) > 4 else ''}); resume with its config, or "
+                f"start a new run (a resume may change only {', '.join(RESUME_MAY_CHANGE)})")
+
+    def _check_weights(self, file: Path, saved: Any) -> None:
+        """Raise ``CheckpointError`` unless ``saved`` fits ``self.model`` (names, shapes)."""
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"{file}: not a state_dict ({type(saved).__name__})")
+        own = self.model.state_dict()
+        want = ({n for n, p in self.model.named_parameters() if p.requires_grad}
+                if self.cfg.train.lora else set(own))
+        problems = [f"{len(ks)} {what}, e.g. {sorted(ks)[0]}" for what, ks in (
+            ("missing", want - saved.keys()), ("not in this model", saved.keys() - own.keys()))
+            if ks]
+        shaped = sorted(k for k in saved.keys() & own.keys()
+                        if getattr(saved[k], "shape", None) != own[k].shape)
+        if shaped:
+            k = shaped[0]
+            problems.append(f"{len(shaped)} of another shape, e.g. {k}: saved "
+                            f"{tuple(getattr(saved[k], 'shape', ()))}, model {tuple(own[k].shape)}")
+        if problems:
+            kind = "LoRA adapters" if self.cfg.train.lora else "full weights"
+            raise CheckpointError(f"{file}: its weights do not fit this model ({kind}: "
+                                  f"{'; '.join(problems)}): a checkpoint of another model size "
+                                  "or of the other of LoRA / full fine-tuning")
+
+    def _check_optimizer(self, file: Path, saved: Any) -> None:
+        """Raise ``CheckpointError`` unless ``saved`` fits ``self.optimizer``'s groups."""
+        groups = saved.get("param_groups") if isinstance(saved, dict) else None
+        if not isinstance(groups, list) or "state" not in saved:
+            raise CheckpointError(f"{file}: not an optimizer state_dict")
+        have = [len(g["params"]) for g in groups]
+        mine = [len(g["params"]) for g in self.optimizer.param_groups]
+        if have != mine:
+            raise CheckpointError(f"{file}: param_groups: {have} parameters saved, this "
+                                  f"optimizer has {mine}: a checkpoint of another model")
+
     @classmethod
     def resume(cls, cfg: RunConfig, policy: Any, domains: Sequence[Domain], run_dir: Path,
                scheduler: Any = None, ref_model: torch.nn.Module | None = None) -> Trainer:
         """A trainer restored from ``run_dir/checkpoints/latest`` (fresh when none).
 
-        ``policy.model`` must hold the base weights (as for ``__init__``).
+        ``policy.model`` must hold the base weights (as for ``__init__``). Without a
+        checkpoint, the metrics of steps a killed session ran before its first one are
+        dropped: they are run again.
         """
         trainer = cls(cfg, policy, domains, run_dir, scheduler=scheduler, ref_model=ref_model)
         if latest_checkpoint(Path(run_dir) / "checkpoints") is not None:
             trainer.load_state(Path(run_dir) / "checkpoints")
+        else:
+            trainer.metrics.truncate_after(0)
         return trainer
 
     # -- helpers -----------------------------------------------------------------
