@@ -247,3 +247,30 @@ def test_a_forked_copy_of_the_host_gets_a_server_of_its_own():
         assert os.waitstatus_to_exitcode(status) == 0
         assert fs.run_python("print(4)").stdout == "4\n"
         assert fs.restarts == 0
+
+
+# inotify_init1 until refused: how many instances one execution may hold
+INOTIFY_HOG = r"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+while len(fds) < 1000:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        break
+    fds.append(fd)
+print(len(fds))
+"""
+
+
+@pytest.mark.parametrize("kw", [{"isolation": "namespaces"}, {"isolation": "landlock"},
+                                {"pid_namespace": True}])
+def test_no_execution_takes_the_hosts_inotify_instances(kw: dict):
+    # counted per uid up to the host's user namespace, where the sandbox's count is
+    # the host user's (root's): one execution took all 128, the host's own then failed
+    from polyrl.sandbox._fs_isolation import INOTIFY_INSTANCES
+
+    with ForkServer(preload=[], workers=1, **kw) as fs:
+        res = fs.run_python(INOTIFY_HOG)
+    assert res.exit_code == 0, res.stderr
+    assert int(res.stdout) <= INOTIFY_INSTANCES

@@ -556,3 +556,14 @@ def test_an_entry_left_in_an_emptied_directory_shows_without_ctime():
                 assert stamp(after) != old, (root, name)
             finally:
                 shutil.rmtree(d)
+
+
+def test_no_warm_execution_takes_the_hosts_inotify_instances(warm: Sandbox):
+    # as in a fork-server: one execution took all 128 of the host user's (root's)
+    from polyrl.sandbox._fs_isolation import INOTIFY_INSTANCES
+
+    from .test_forkserver_neighbours import INOTIFY_HOG
+
+    res = warm.run_python(INOTIFY_HOG)
+    assert res.exit_code == 0, res.stderr
+    assert int(res.stdout) <= INOTIFY_INSTANCES

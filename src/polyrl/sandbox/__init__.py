@@ -129,6 +129,26 @@ Limitations (real hazards, read before trusting a verdict):
   count (``limit_hit="max_file_mib"``; before, ~100,000 empty files/s, ~80 MiB/s of
   unreclaimable kernel memory until the execution ended; now ~4,000 files under a
   4 MiB budget before the kill).
+- Executions share the host's CPUs with no per-execution share (no cgroups): one with
+  ``max_pids`` busy processes slows every other execution on the host, whatever its
+  backend, and may make its ``timeout_s`` verdict (measured, 2 CPUs: a check of 0.6 s of
+  CPU took 0.88 s alone, 1.25 s beside 40 busy processes of another execution, where the
+  kernel groups each session's processes (``kernel.sched_autogroup_enabled``, outside a
+  CPU cgroup), and timed out at 2 s when each of them called ``setsid()``; without
+  autogroups they take their count's share). Compare ``cpu_s`` with ``wall_s`` before
+  reading a timeout of a loaded host as the program's own.
+- Inotify instances and watches are counted per uid up to the host's user namespace,
+  where every sandbox's count is its creator's (root, or the user): one execution took
+  all 128 of the host's ``fs.inotify.max_user_instances``, and the host's own (and
+  every other sandbox's) ``inotify_init`` failed until it ended. Fork-server and warm
+  executions get at most 8 instances and 8,192 watches each (``user.max_inotify_*`` of
+  their own user namespace; concurrent ones still add up); cold executions, session
+  steps and ``process`` keep the host's whole count. Files the sandboxes share (the
+  read-only system and Python directories, the same inodes as the host's) carry
+  ``flock`` locks and inotify watches across executions and the host: one
+  execution blocks another's lock of a shared file (``LOCK_EX`` on ``os.py``: the other's
+  ``LOCK_NB`` got EAGAIN) and sees which shared files the others open and read, and when
+  (their names, never their contents or the executions' own files).
 - ``collect`` returns regular files of at most 64 MiB, never through a symlink. A file
   the program made unreadable (mode 0, or in a directory without search permission)
   is left out, except by a cold execution run as root (the host reads it anyway).
@@ -187,7 +207,8 @@ Limitations (real hazards, read before trusting a verdict):
   read-only, so the shared pid namespace's ``kernel/pid_max``, writable by its owner
   since Linux 6.14, stays as it is) and, with
   Landlock ABI >= 6, cannot signal the others or reach their
-  abstract sockets; but TCP/UDP ports on loopback are shared (one execution can connect
+  abstract sockets (but a name one binds is taken for the others, EADDRINUSE, and
+  ``/proc/net/unix`` lists the names); TCP/UDP ports on loopback are shared (one execution can connect
   to another's listening port, or take a port first: a verdict may then depend on what
   runs beside it, or before it: TIME_WAIT) unless ``ForkServer(private_network=True)``
   gives each execution a network namespace of its own (~30% fewer executions/s of
@@ -195,7 +216,10 @@ Limitations (real hazards, read before trusting a verdict):
   isolation the workspaces are directories of the server's ``/tmp``, whose space
   (``workers`` x ``max_file_mib`` + 64 MiB) one execution may fill. Where Landlock
   scopes signals, ``/proc`` lists the others, and their ``/proc/<pid>/net`` (sockets,
-  ports, interface counters) stays readable.
+  ports, interface counters) and ``cmdline`` stay readable: the argv of every program
+  an execution runs (``subprocess.run([python, "-c", src])``: ``src``) is readable by
+  the executions beside it (not their environment, memory or files);
+  ``pid_namespace=True`` hides them.
   Each ``namespaces`` child also mounts a devpts instance of its own at ``/dev/pts``
   (with the sandbox's one, an execution opened a neighbour's pty, read what its test
   typed and wrote a forged answer). The ``landlock`` fallback (no mount namespace)

@@ -131,6 +131,7 @@ class ExecIsolation:
         if _libc.unshare(0x10000000 | 0x08000000 | 0x04000000) != 0:  # USER | IPC | UTS
             raise OSError(ctypes.get_errno(), "unshare")
         map_ids(self.uid_map, self.gid_map)
+        limit_inotify()  # _fs_isolation.py
         prctl = _libc.prctl
         for cap in self.caps:
             if prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:

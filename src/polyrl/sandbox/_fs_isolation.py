@@ -138,6 +138,31 @@ def _write(path, data, dir_fd=None):
         os.close(fd)
 
 
+# inotify instances and watches are counted per uid at every user namespace level up
+# to the host's, where every sandbox's count is its creator's (root, or the user): one
+# program took all 128 of the host's, and the host's own inotify_init then failed
+INOTIFY_INSTANCES = 8
+INOTIFY_WATCHES = 8192
+_INOTIFY_CAPS = ((b"max_inotify_instances", str(INOTIFY_INSTANCES).encode()),
+                 (b"max_inotify_watches", str(INOTIFY_WATCHES).encode()))
+
+
+def limit_inotify(sys_fd=-1):
+    """In a new user namespace, with its capabilities: cap the inotify instances and
+    watches of each uid in it (``user.max_inotify_*``, per user namespace) at
+    ``INOTIFY_INSTANCES`` and ``INOTIFY_WATCHES``, through ``sys_fd`` (a writable
+    ``/proc/sys`` directory) if given. Best effort: a ``/proc/sys`` it cannot write leaves
+    the host's limits, as before (never an execution refused for it)."""
+    for name, value in _INOTIFY_CAPS:
+        try:
+            if sys_fd >= 0:
+                _write(b"user/" + name, value, sys_fd)
+            else:
+                _write(b"/proc/sys/user/" + name, value)
+        except OSError:
+            pass
+
+
 _CAP_HEADER = ctypes.create_string_buffer(struct.pack("=Ii", 0x20080522, 0), 8)
 _CAP_DATA = ctypes.create_string_buffer(24)  # all zero: no capability at all
 
@@ -241,6 +266,7 @@ class Isolation:
         if self.kind == "landlock":
             if _libc.unshare(0x10000000 | self.net) != 0:  # CLONE_NEWUSER
                 raise OSError(ctypes.get_errno(), "unshare")
+            limit_inotify()
             if self.net:
                 _loopback_up()
             self.landlock.apply()
@@ -255,6 +281,7 @@ class Isolation:
             raise OSError(ctypes.get_errno(), "unshare")
         else:
             map_ids(self.uid_map, self.gid_map)
+            limit_inotify()
             if self.net:
                 _loopback_up()
         own_tmpfs(((b"/workspace", mounts[0]), (b"/tmp", mounts[1]), (b"/dev/shm", mounts[1])),
@@ -267,7 +294,9 @@ class Isolation:
         if self.pidns:
             if _libc.mount(b"proc", b"/proc", b"proc", 2 | 4 | 8, None) != 0:  # NOSUID|NODEV|NOEXEC
                 raise OSError(ctypes.get_errno(), "mount /proc")
-        _read_only_proc_sys()
+        # pidns: its inotify caps are written below through the writable /proc/sys
+        rw_sys = os.open("/proc/sys", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if self.pidns else -1
+        _read_only_proc_sys()  # (on failure the child exits: nothing to close)
         # pidns: its id maps are written below through the writable /proc underneath
         rw_proc = os.open("/proc", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if self.pidns else -1
         try:
@@ -277,9 +306,11 @@ class Isolation:
                 if _libc.unshare(0x10000000 | 0x08000000 | self.net) != 0:
                     raise OSError(ctypes.get_errno(), "unshare")
                 map_ids(self.uid_map, self.gid_map, rw_proc)
+                limit_inotify(rw_sys)
         finally:
-            if rw_proc >= 0:
-                os.close(rw_proc)
+            for fd in (rw_proc, rw_sys):
+                if fd >= 0:
+                    os.close(fd)
         if self.pidns:
             if self.net:
                 _loopback_up()
