@@ -348,7 +348,7 @@ print("built")
         new = set(os.listdir(_base_dir())) - before
         assert not any(os.path.isdir(os.path.join(_base_dir(), e, "d", "d", "d", "d"))
                        for e in new)
-    after = sb.run_python("import os; print(os.listdir('/tmp'), os.listdir('.'))")
+    after = sb.run_python("import os; print(sorted(os.listdir('/tmp')), os.listdir('.'))")
     assert after.stdout == f"{tmp_skeleton()} []\n", after.stderr
 
 

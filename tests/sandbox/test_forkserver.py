@@ -303,7 +303,7 @@ print(oct(os.stat("secret.txt").st_mode), open("/dev/shm/seg").read())
 """
     prober = """
 import os, signal, socket
-seen = [os.listdir(d) for d in ("/tmp", "/dev/shm", ".")]
+seen = [sorted(os.listdir(d)) for d in ("/tmp", "/dev/shm", ".")]
 paths = [l.split()[-1] for l in open("/proc/net/unix").read().splitlines()[1:]
          if l.split()[-1].startswith("/")]
 reached = []
