@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,3 +161,22 @@ def test_a_stopped_run_resumes(tmp_path: Path, cache: str, sig: signal.Signals):
     state = json.loads((run / "run_state.json").read_text())
     assert state["status"] == "done" and state["sessions"] == 2  # the refused one: none
     assert json.loads((run / "summary.json").read_text())["steps"] == resumed_from + 2
+
+
+@pytest.mark.slow
+def test_a_lora_runs_final_is_a_plain_model_that_outlives_the_model_cache(tmp_path: Path):
+    """`final/` of a LoRA run was a peft adapter naming the cached base by its path: gone
+    with the cache (or on another machine), unloadable; now merged weights."""
+    run, cache = tmp_path / "run", tmp_path / "models"
+    p = polyrl("run", "--run-dir", str(run), "--set", "train.steps=1", "--set",
+               "train.lora=true", "--set", f"model.tiny.cache_dir={cache}", *SHORT)
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err[-3000:]
+    assert (run / "final" / "config.json").is_file()
+    assert not (run / "final" / "adapter_config.json").exists()
+    assert (run / "final" / "adapter" / "adapter_config.json").is_file()
+    shutil.rmtree(cache)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(run / "final")
+    assert not getattr(model, "_hf_peft_config_loaded", False)

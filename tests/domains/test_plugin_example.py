@@ -88,3 +88,19 @@ def test_cli_lists_and_checks_the_plugin(site):
     assert DOMAIN_ID in {d["id"] for d in listed["domains"]}, listed["skipped"]
     report = polyrl("domains", "check", DOMAIN_ID, "--n", "8", "--json")
     assert report["ok"] is True and report["oracle_mean"] == 1.0
+
+
+def test_the_guides_minimal_example_keeps_the_contract_it_states():
+    """The ``Double`` of docs/writing-a-domain.md, run as written: it passes the checker
+    and, as its own contract asks, refuses a level it does not have (it drew level-3
+    tasks for ``difficulty=3``, a config's ``difficulty: [3]`` included)."""
+    doc = (EXAMPLE.parents[1] / "docs" / "writing-a-domain.md").read_text()
+    code = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    ns: dict = {}
+    exec(compile(code, "writing-a-domain.md", "exec"), ns)
+    dom = ns["Double"]()
+    assert check_domain(dom, n=32).ok
+    assert check_domain(dom, n=8, difficulty=[1, 2]).ok
+    for bad in (3, [1, 5]):
+        with pytest.raises(ValueError, match="1..2"):
+            list(dom.tasks("test", difficulty=bad, n=4))

@@ -82,7 +82,8 @@ def eval_(
     samples: int = typer.Option(1, "--samples", help="Samples per task (pass@k for k <= this)."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
     max_tokens: int = typer.Option(512, "--max-tokens", help="Max new tokens per completion."),
-    seed: int = typer.Option(0, "--seed", help="Task-selection and sampling seed."),
+    seed: int = typer.Option(0, "--seed", help="Task-selection and sampling seed (a run's own eval draws "
+                              "its tasks with run.seed + 1000: 1000 for the quickstart)."),
     difficulty: str = typer.Option(
         "", "--difficulty", metavar="<levels>",
         help="Only these difficulty levels, e.g. 1 or 1-3 (default: all). A run's own "

@@ -9,7 +9,8 @@ interrupted run resumes at the first unfinished stage:
    (``eval/baseline.jsonl``, ``transcripts/baseline.jsonl``);
 3. ``train``: ``polyrl.train.Trainer`` (GRPO, curriculum, replay, scoring through
    the scheduler's SQLite store ``state.sqlite``); checkpoints in ``checkpoints/``,
-   the final weights in ``final/`` (``save_pretrained``);
+   the final weights in ``final/`` (``save_pretrained``; LoRA: merged, the adapter in
+   ``final/adapter/``);
 4. ``post``: the same held-out tasks again (``eval/post.jsonl``);
 5. ``report``: ``summary.json`` (paired bootstrap per domain), ``summary.md``,
    ``report.html`` with plots.
@@ -50,7 +51,7 @@ from polyrl.eval.rundir import (
 from polyrl.eval.summary import compare, improved, read_rows, regressed, write_rows
 
 __all__ = ["STAGES", "Hooks", "RunBusyError", "RunInterrupted", "base_model_with_progress",
-           "new_run", "read_state", "run_main_job", "train_progress"]
+           "new_run", "read_state", "run_main_job", "save_final", "train_progress"]
 
 STAGES = ("base_model", "baseline", "train", "post", "report")
 
@@ -306,9 +307,8 @@ class _Job:
         if trainer.step < self.cfg.train.steps:
             self.hooks.log(f"RL stopped at step {trainer.step} of {self.cfg.train.steps}: the "
                            f"time budget (run.time_budget_s = {budget:g} s) was reached")
-        final = self.run_dir / "final"
-        trainer.model.save_pretrained(final)
-        self._policy().tokenizer.save_pretrained(final)
+        save_final(trainer.model, self._policy().tokenizer, self.run_dir / "final",
+                   self.state["base_model"])
         self.trained = True
 
     def stage_post(self) -> None:
@@ -345,6 +345,43 @@ class _Job:
         if summary["regressed_domains"]:
             self.hooks.log(f"worse after RL (interval below 0): "
                            f"{', '.join(summary['regressed_domains'])}")
+
+
+def save_final(model: Any, tokenizer: Any, final: Path, base_model: str) -> None:
+    """Write the trained model to ``final`` as a plain transformers model directory.
+
+    A full fine-tune is saved as it is (``save_pretrained``). A LoRA (peft) model is
+    saved as merged weights, so ``final`` loads with ``AutoModelForCausalLM`` alone (no
+    peft, no base model beside it: it was an adapter naming the base by a machine-local
+    path, e.g. the tiny-model cache, which a cleared cache or another machine lacks),
+    and with vLLM; its adapter goes to ``final/adapter/`` (``adapter_config.json`` names
+    ``base_model``). The merge runs on a CPU copy of the base, in the live model's dtype,
+    and leaves the live model untouched.
+
+    Args:
+        model: the trained causal LM, plain or a peft ``PeftModel``.
+        tokenizer: its tokenizer, saved beside the weights.
+        final: the output directory (created; files in it are overwritten).
+        base_model: directory or hub id of the base weights (LoRA only).
+    Raises:
+        OSError: a file cannot be written, or the base model cannot be read.
+    """
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    final = Path(final)
+    if not isinstance(model, PeftModel):  # full fine-tuning
+        model.save_pretrained(final)
+        tokenizer.save_pretrained(final)
+        return
+
+    adapter = final / "adapter"
+    model.save_pretrained(adapter)
+    dtype = next(model.parameters()).dtype
+    base = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
+    merged = PeftModel.from_pretrained(base, adapter).merge_and_unload()
+    merged.save_pretrained(final)
+    tokenizer.save_pretrained(final)
 
 
 def _cpu_s() -> float:
