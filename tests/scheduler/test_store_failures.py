@@ -105,9 +105,13 @@ filler = os.path.join(root, "filler")
 with open(filler, "wb") as fh:
     fh.write(b"x" * (13 << 20))
 sched = Scheduler(SQLiteStore(db), workers=2)
+# 5 jobs recorded before the disk fills (in one run they could all land in the commit
+# that hit the full disk, under load: nothing done before, nothing to keep)
+sched.map(sched_jobs.text_of, [80_000] * 5, keys=[f"k{i}" for i in range(5)], timeout=30)
 t0, err = time.monotonic(), None
 try:
-    sched.map(sched_jobs.text_of, [80_000] * 60, keys=[f"k{i}" for i in range(60)], timeout=30)
+    sched.map(sched_jobs.text_of, [80_000] * 55, keys=[f"k{i}" for i in range(5, 60)],
+              timeout=30)
 except (StoreError, TimeoutError) as exc:
     err = f"{type(exc).__name__}: {exc}"
 waited = time.monotonic() - t0
@@ -150,7 +154,7 @@ def test_a_full_disk_raises_a_store_error_and_resume_loses_nothing(tmp_path: Pat
     assert res["err"] and res["err"].startswith("StoreError"), res
     assert "disk is full" in res["err"] and "state.sqlite" in res["err"], res
     assert res["waited"] < 10, res
-    assert res["before"] > 0 and res["kept"] and res["ok"] and res["all_done"], res
+    assert res["before"] >= 5 and res["kept"] and res["ok"] and res["all_done"], res
     assert res["done_events"] == 60, res  # each result recorded exactly once
 
 
