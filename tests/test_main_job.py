@@ -73,6 +73,8 @@ def test_shortened_quickstart_writes_a_complete_run(tmp_path: Path, cache: str):
         d for d, v in summary["domains"].items() if v["delta_ci95"][0] > 0]
     assert 0 < summary["wall_s"] < 600
     assert summary["steps"] == 3
+    # all 3 steps, a full warm start: nothing to note but (on a loaded machine) busyness
+    assert all(n.startswith("this machine is busy") for n in summary["notes"]), summary
     html = (run / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 4
 
@@ -160,7 +162,17 @@ def test_a_stopped_run_resumes(tmp_path: Path, cache: str, sig: signal.Signals):
     assert steps == list(range(1, resumed_from + 3))  # continued, nothing repeated or lost
     state = json.loads((run / "run_state.json").read_text())
     assert state["status"] == "done" and state["sessions"] == 2  # the refused one: none
-    assert json.loads((run / "summary.json").read_text())["steps"] == resumed_from + 2
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["steps"] == resumed_from + 2
+    stopped = [n for n in summary["notes"] if "was stopped by" in n]
+    if sig == signal.SIGKILL:  # no word from it
+        assert not stopped, summary["notes"]
+    else:  # the signal that stopped RL, on record once, in every output
+        what = "Ctrl-C" if sig == signal.SIGINT else "SIGTERM"
+        assert stopped == [f"session 1 was stopped by {what} during RL, after step "
+                           f"{done_steps} of 500"], summary["notes"]
+        assert f"- {stopped[0]}\n" in (run / "summary.md").read_text()
+        assert stopped[0] in (run / "report.html").read_text()
 
 
 @pytest.mark.slow

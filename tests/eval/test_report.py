@@ -124,3 +124,52 @@ def test_the_bar_plot_draws_no_zero_bar_for_an_n_a_mean_and_shortens_long_ids(tm
     assert delta_labels({"domains": doms, "improved_domains": ["a/b-v1"]}) == ["+0.100 *",
                                                                                 "n/a"]
     assert plot_baseline_vs_post({"domains": doms}, tmp_path / "p.png").is_file()
+
+
+NOTES = ["RL stopped at step 7 of 1200: the time budget (run.time_budget_s = 400 s) was "
+         "reached", "a <script>alert('x')</script> & <b>bold</b> note"]
+
+
+def test_the_notes_of_summary_json_head_the_report_and_summary_md(run_dir: Path):
+    summary = load_summary(run_dir)
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "notes": NOTES}))
+    html = report(run_dir).read_text()
+    box = html[html.index("<div class='notes'>"):]
+    assert html.index("<div class='notes'>") < html.index("<th>domain</th>")
+    assert "<li>RL stopped at step 7 of 1200" in box
+    assert ("<li>a &lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; "
+            "&lt;b&gt;bold&lt;/b&gt; note</li>") in box
+    assert "<script>" not in html and "<b>bold</b>" not in html
+    md = (run_dir / "summary.md").read_text()
+    assert md.index("## Notes") < md.index("| domain |")
+    assert all(f"\n- {n}\n" in md for n in NOTES)
+
+
+def test_no_notes_no_box_and_no_section(run_dir: Path):
+    html = report(run_dir).read_text()  # a summary rebuilt from rows, no run_state.json
+    assert "<div class='notes'>" not in html and "Notes" not in (run_dir / "summary.md").read_text()
+    summary = load_summary(run_dir)
+    assert summary["notes"] == []
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "notes": []}))
+    assert "<div class='notes'>" not in report(run_dir).read_text()
+
+
+def test_an_unfinished_runs_report_shows_the_notes_of_its_state(run_dir: Path):
+    """No summary.json yet (a run stopped before its report stage): the notes so far come
+    from run_state.json, where the run records them as they happen."""
+    (run_dir / "eval" / "post.jsonl").unlink()
+    (run_dir / "run_state.json").write_text(json.dumps({"done": ["base_model", "baseline"],
+                                                        "notes": NOTES[:1]}))
+    assert load_summary(run_dir)["notes"] == NOTES[:1]
+    assert f"<li>{NOTES[0]}</li>" in report(run_dir).read_text()
+    assert f"- {NOTES[0]}" in (run_dir / "summary.md").read_text()
+
+
+def test_notes_that_are_not_a_list_of_strings_are_named(run_dir: Path):
+    import pytest
+
+    summary = load_summary(run_dir)
+    for bad in ("one string", [1, 2], {"a": "b"}):
+        (run_dir / "summary.json").write_text(json.dumps({**summary, "notes": bad}))
+        with pytest.raises(ValueError, match="summary.json: notes: not a list of strings"):
+            report(run_dir)

@@ -119,7 +119,7 @@ def _finish(run_dir: Path) -> None:
     if note:
         log(note)
     try:
-        summary = run_main_job(run_dir, RichHooks())
+        summary = run_main_job(run_dir, RichHooks(), busy_note=note)  # kept in its notes
     except RunInterrupted as e:
         err_console.print(f"{e}")
         raise typer.Exit(130) from None

@@ -15,6 +15,12 @@ interrupted run resumes at the first unfinished stage:
 5. ``report``: ``summary.json`` (paired bootstrap per domain), ``summary.md``,
    ``report.html`` with plots.
 
+What a reader must know to trust the figures is kept as the run's *notes*
+(``run_state.json`` ``notes``, as they happen; ``summary.json`` ``notes``, ``summary.md``
+and ``report.html`` show them): the warm start cut short by its time budget, a busy
+machine (``busy_note``), RL stopped by its time budget or by Ctrl-C/SIGTERM, a control
+run (``train.steps`` = 0), and a run that ended with no checkpoint.
+
 Ctrl-C (or SIGTERM) during training finishes the current step, checkpoints and stops;
 a second one stops at once (the last periodic checkpoint stays valid); elsewhere it
 stops at once. Either way the state says ``interrupted`` and ``polyrl resume RUN_DIR``
@@ -41,6 +47,7 @@ from polyrl.eval.evaluate import EvalReport, evaluate
 from polyrl.eval.report import report
 from polyrl.eval.rundir import (
     RunBusyError,
+    add_note,
     check_resume_config,
     new_run,
     read_state,
@@ -49,6 +56,7 @@ from polyrl.eval.rundir import (
     write_state,
 )
 from polyrl.eval.summary import compare, improved, read_rows, regressed, write_rows
+from polyrl.models.warmstart import cut_short_note
 
 __all__ = ["STAGES", "Hooks", "RunBusyError", "RunInterrupted", "base_model_with_progress",
            "new_run", "read_state", "run_main_job", "save_final", "train_progress"]
@@ -123,8 +131,16 @@ class _StopAfterStep(Exception):
     """Raised from the trainer's step callback after a first Ctrl-C."""
 
 
-def run_main_job(run_dir: Path, hooks: Hooks | None = None) -> dict[str, Any]:
+def run_main_job(run_dir: Path, hooks: Hooks | None = None, *,
+                 busy_note: str | None = None) -> dict[str, Any]:
     """Run (or resume) every unfinished stage of ``run_dir``; return ``summary.json``'s content.
+
+    Args:
+        run_dir: a directory made by ``new_run``.
+        hooks: progress callbacks (default: silent).
+        busy_note: the warning that the machine was busy when this session began
+            (``polyrl.cli.run.busy_machine_note``; None = not busy, or not measured),
+            recorded among the run's notes (a resumed session's with its number).
 
     Raises:
         RunInterrupted: Ctrl-C or SIGTERM; the state is saved and resumable.
@@ -144,7 +160,7 @@ def run_main_job(run_dir: Path, hooks: Hooks | None = None) -> dict[str, Any]:
             hooks.log(f"resumed with a changed config.yaml: {change}")
         job = _Job(cfg, run_dir, state, hooks)
         try:
-            return job.run()
+            return job.run(busy_note)
         except KeyboardInterrupt:
             job.finish_session("interrupted")
             raise RunInterrupted(run_dir) from None
@@ -184,17 +200,31 @@ class _Job:
             self.scheduler.close(wait=False)
             self.scheduler = None
 
+    def _note(self, text: str, *, log: bool = False) -> None:
+        """Record ``text`` among the run's notes (``rundir.add_note``) and write the state
+        at once, so a session that dies later keeps it; ``log``: also print it."""
+        if log:
+            self.hooks.log(text)
+        if add_note(self.state, text):
+            self._account()
+            write_state(self.run_dir, self.state)
+
     def _done(self, stage: str, seconds: float) -> None:
         self.state["done"].append(stage)
         self.state["stages_s"][stage] = self.state["stages_s"].get(stage, 0.0) + seconds
         self._account()
         write_state(self.run_dir, self.state)
 
-    def run(self) -> dict[str, Any]:
+    def run(self, busy_note: str | None = None) -> dict[str, Any]:
+        """Run the unfinished stages; return ``summary.json``'s content."""
         self.state["status"] = "running"
         self.state.setdefault("sessions", 0)
+        self.state.setdefault("notes", [])
         self.state["sessions"] += 1
         write_state(self.run_dir, self.state)
+        if busy_note:  # a resumed session's says which one it was
+            session, text = self.state["sessions"], busy_note.removeprefix("note: ")
+            self._note(text if session == 1 else f"session {session}: {text}")
         for stage in STAGES:
             if stage in self.state["done"]:
                 continue
@@ -206,6 +236,7 @@ class _Job:
         summary = json.loads((self.run_dir / "summary.json").read_text())
         summary["wall_s"] = round(self.state["wall_s"], 1)
         summary["cpu_s"] = round(self.state["cpu_s"], 1)
+        summary["notes"] = list(self.state.get("notes", []))
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         report(self.run_dir)  # refresh the wall time shown in the report
         return summary
@@ -217,7 +248,12 @@ class _Job:
         self.state["base_model"] = path
         info = Path(path) / "warmstart.json"
         if info.is_file():
-            self.state["warm_start"] = json.loads(info.read_text()).get("stats")
+            built = json.loads(info.read_text())
+            self.state["warm_start"] = built.get("stats")
+            short = cut_short_note(self.cfg.model.tiny, built) \
+                if self.cfg.model.kind == "tiny" else None
+            if short:  # build_base_model has logged it already
+                self._note(short)
 
     def _policy(self) -> Any:
         if self.policy is None:
@@ -278,11 +314,13 @@ class _Job:
             return train_progress(step, steps, spent + time.monotonic() - t0, budget)
 
         if steps == 0:
-            self.hooks.log("train.steps = 0: no RL; the post evaluation measures the base "
-                           "model again (a control run)")
+            self._note("train.steps = 0: a control run, no RL; the post evaluation measures "
+                       "the base model again, so any gain or headroom it shows is not RL's "
+                       "doing", log=True)
         self.hooks.start("RL (GRPO)", 100.0)
         self.hooks.update(done(trainer.step), f"step {trainer.step}")
         stop = threading.Event()
+        stopped_by: list[str] = []  # the signal that stopped RL, named by the handler
 
         def on_step(rec: dict[str, Any]) -> None:
             self.hooks.update(done(rec["step"]),
@@ -295,21 +333,31 @@ class _Job:
                 raise _StopAfterStep
 
         try:
-            with _first_sigint_sets(stop, self.hooks):
+            with _first_sigint_sets(stop, self.hooks, stopped_by):
                 trainer.fit(on_step=on_step)
         except _StopAfterStep:
             trainer.save_state()
+            self._stopped_note(stopped_by, trainer.step)
             raise KeyboardInterrupt from None
+        except KeyboardInterrupt:  # a second signal: stopped at once
+            self._stopped_note(stopped_by, trainer.step)
+            raise
         finally:
             self.state["train_s"] = spent + time.monotonic() - t0
             self.state["steps"] = trainer.step
             self.hooks.end()
         if trainer.step < self.cfg.train.steps:
-            self.hooks.log(f"RL stopped at step {trainer.step} of {self.cfg.train.steps}: the "
-                           f"time budget (run.time_budget_s = {budget:g} s) was reached")
+            self._note(f"RL stopped at step {trainer.step} of {self.cfg.train.steps}: the "
+                       f"time budget (run.time_budget_s = {budget:g} s) was reached", log=True)
         save_final(trainer.model, self._policy().tokenizer, self.run_dir / "final",
                    self.state["base_model"])
         self.trained = True
+
+    def _stopped_note(self, stopped_by: list[str], step: int) -> None:
+        """Note that a signal stopped RL in this session, after ``step``."""
+        what = stopped_by[0] if stopped_by else "Ctrl-C or SIGTERM"
+        self._note(f"session {self.state['sessions']} was stopped by {what} during RL, after "
+                   f"step {step} of {self.cfg.train.steps}")
 
     def stage_post(self) -> None:
         """Evaluate the trained policy on the same held-out tasks."""
@@ -328,6 +376,9 @@ class _Job:
         post = read_rows(self.run_dir / "eval" / "post.jsonl")
         doms = compare(base, post, binary={d.id: d.binary for d in self.domains},
                        seed=self.cfg.run.seed)
+        if not _has_checkpoint(self.run_dir / "checkpoints"):
+            self._note("the run ended with no checkpoint (checkpoints/latest is missing): no "
+                       "RL state was saved to resume or extend it from")
         self._account()
         summary = {"run_id": self.run_dir.name, "wall_s": round(self.state["wall_s"], 1),
                    "improved_domains": improved(doms), "regressed_domains": regressed(doms),
@@ -335,7 +386,8 @@ class _Job:
                    "stages_s": {k: round(v, 1) for k, v in self.state["stages_s"].items()},
                    "stages_cpu_s": self.state.get("stages_cpu_s", {}),
                    "base_model": self.state.get("base_model"),
-                   "warm_start": self.state.get("warm_start"), "domains": doms}
+                   "warm_start": self.state.get("warm_start"),
+                   "notes": list(self.state.get("notes", [])), "domains": doms}
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         report(self.run_dir)
         self.hooks.log(f"improved domains: {len(summary['improved_domains'])} of {len(doms)} "
@@ -384,6 +436,16 @@ def save_final(model: Any, tokenizer: Any, final: Path, base_model: str) -> None
     tokenizer.save_pretrained(final)
 
 
+def _has_checkpoint(root: Path) -> bool:
+    """Whether ``root`` (a run's ``checkpoints/``) holds a usable latest checkpoint."""
+    from polyrl.train import latest_checkpoint
+
+    try:
+        return latest_checkpoint(root) is not None
+    except FileNotFoundError:  # a pointer at a missing directory: none to use
+        return False
+
+
 def _cpu_s() -> float:
     """CPU seconds (user + system) of this process and its finished children."""
     me = resource.getrusage(resource.RUSAGE_SELF)
@@ -392,9 +454,10 @@ def _cpu_s() -> float:
 
 
 @contextlib.contextmanager
-def _first_sigint_sets(flag: threading.Event, hooks: Hooks) -> Iterator[None]:
-    """First Ctrl-C (or SIGTERM) sets ``flag`` (finish the step, then stop); the second
-    raises at once."""
+def _first_sigint_sets(flag: threading.Event, hooks: Hooks,
+                       stopped_by: list[str] | None = None) -> Iterator[None]:
+    """First Ctrl-C (or SIGTERM) sets ``flag`` (finish the step, then stop) and appends
+    its name (``"Ctrl-C"``, ``"SIGTERM"``) to ``stopped_by``; the second raises at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -404,6 +467,8 @@ def _first_sigint_sets(flag: threading.Event, hooks: Hooks) -> Iterator[None]:
             raise KeyboardInterrupt
         flag.set()
         what = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+        if stopped_by is not None:
+            stopped_by.append(what)
         hooks.log(f"{what}: stopping after this step (again to stop now)")
 
     old = signal.signal(signal.SIGINT, handler)

@@ -5,7 +5,8 @@ Reads only the run directory:
 - ``summary.json`` (or, when missing, recomputes it from ``eval/baseline.jsonl`` and
   ``eval/post.jsonl``),
 - ``metrics.jsonl`` (one record per RL step),
-- ``config.yaml`` (shown verbatim).
+- ``config.yaml`` (shown verbatim),
+- ``run_state.json``'s ``notes`` when ``summary.json`` is missing (an unfinished run).
 
 Writes ``plots/{reward,curriculum,baseline_vs_post,throughput}.png``, ``summary.md``
 and ``report.html``: a single self-contained page (the PNGs are embedded as data
@@ -94,7 +95,19 @@ def load_summary(run_dir: Path) -> dict[str, Any]:
         doms = compare(b_rows, p_rows, seed=seed)
     return {"run_id": run_dir.name, "domains": doms, "improved_domains": improved(doms),
             "regressed_domains": regressed(doms),
-            "wall_s": float("nan"), "steps": len(read_metrics(run_dir)), "partial": not p_rows}
+            "wall_s": float("nan"), "steps": len(read_metrics(run_dir)), "partial": not p_rows,
+            "notes": _state_notes(run_dir)}
+
+
+def _state_notes(run_dir: Path) -> list[str]:
+    """The notes kept in ``run_state.json`` (``rundir.add_note``); [] when there is no
+    readable state or it holds no list of strings."""
+    try:
+        notes = json.loads((run_dir / "run_state.json").read_text()).get("notes")
+    except (OSError, ValueError, AttributeError):
+        return []
+    ok = isinstance(notes, list) and all(isinstance(n, str) for n in notes)
+    return list(notes) if ok else []
 
 
 SUMMARY_DOMAIN_KEYS = ("n", "baseline", "post", "delta", "delta_ci95")
@@ -133,6 +146,9 @@ def check_summary(summary: Any, path: Path) -> None:
     for key in ("improved_domains", "regressed_domains"):
         if key in summary and not isinstance(summary[key], list):
             raise bad(key, "not a list")
+    notes = summary.get("notes", [])
+    if not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+        raise bad("notes", "not a list of strings")
 
 
 def _run_seed(run_dir: Path) -> int:
@@ -176,7 +192,9 @@ def report(run_dir: Path) -> Path:
 
 def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config: str,
                 records: list[dict[str, Any]]) -> str:
-    """The report page: headline, per-domain table, embedded plots, last-step metrics, config."""
+    """The report page: the run's notes (a box near the top, omitted when there are none),
+    headline, per-domain table, embedded plots, last-step metrics, config. Every text from
+    the run (ids, notes, config) is HTML-escaped."""
     doms = summary.get("domains") or {}
     imp = summary.get("improved_domains") or []
     e = html.escape
@@ -206,6 +224,10 @@ def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config
     partial = ("<p class='warn'>This run is incomplete: the post-RL evaluation has not run "
                "yet (resume it with <code>polyrl resume</code>).</p>"
                if summary.get("partial") else "")
+    notes = summary.get("notes") or []
+    notes_box = ("<div class='notes'><h2>Notes</h2><p>Read these before trusting the "
+                 "figures below.</p><ul>" + "".join(f"<li>{e(n)}</li>" for n in notes)
+                 + "</ul></div>" if notes else "")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>polyrl report: {e(str(summary.get('run_id', '')))}</title>
@@ -219,9 +241,12 @@ tr.worse td {{ background: #fdecea; }}
 figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; font-size: 12px; }}
 .warn {{ color: #a00; }}
+.notes {{ border: 2px solid #e0a800; background: #fff8e1; padding: 0.5em 1em; margin: 1em 0; }}
+.notes h2 {{ margin: 0.3em 0; font-size: 1.2em; }}
 </style></head><body>
 <h1>polyrl run <code>{e(str(summary.get('run_id', '')))}</code></h1>
 {partial}
+{notes_box}
 <p><b>{len(imp)} of {len(doms)}</b> domains improved on held-out tasks (paired-bootstrap 95%
 interval of post-RL minus baseline mean reward entirely above 0).
 Wall time {fmt(wall, digits=0)} s; {summary.get('steps', '?')} RL steps.

@@ -7,6 +7,11 @@ edited ``config.yaml`` (``check_resume_config``). A session holds ``run_lock`` f
 long as it runs: two sessions over one directory would both train and append every
 step twice. SIGTERM (``timeout``, systemd, docker, Slurm) stops a session as Ctrl-C
 does (``signals_interrupt``).
+
+``run_state.json`` also keeps the run's *notes* (``add_note``): what a reader must know
+to trust its figures (a warm start cut short, a busy machine, RL stopped by its time
+budget or a signal, a control run, no checkpoint). They are written as they happen, so
+a resumed run keeps its first part's; the report shows them.
 """
 
 from __future__ import annotations
@@ -86,6 +91,25 @@ def write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp = Path(run_dir) / (STATE_FILE + ".tmp")
     tmp.write_text(json.dumps(state, indent=2))
     tmp.replace(Path(run_dir) / STATE_FILE)
+
+
+NOTE_PREFIXES = ("note: ", "warning: ")
+"""Leading words a console message may carry that a note drops (the notes section says it)."""
+
+
+def add_note(state: dict[str, Any], note: str) -> bool:
+    """Append ``note`` to ``state["notes"]`` (a list of strings, created when missing)
+    unless the same note is there already: a resumed session repeats no note of an
+    earlier one. A leading ``"note: "`` or ``"warning: "`` (``NOTE_PREFIXES``) is
+    dropped. The caller writes the state (``write_state``). Returns whether it was added."""
+    for prefix in NOTE_PREFIXES:
+        if note.startswith(prefix):
+            note = note[len(prefix):]
+    notes = state.setdefault("notes", [])
+    if note in notes:
+        return False
+    notes.append(note)
+    return True
 
 
 def check_resume_config(run_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> list[str]:

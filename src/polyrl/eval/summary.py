@@ -11,6 +11,7 @@ changed always includes 0).
 
     {"run_id": str, "wall_s": float, "improved_domains": [id, ...],
      "steps": int, "stages_s": {stage: seconds},
+     "notes": [str, ...],  # what a reader must know to trust the figures; [] when none
      "domains": {id: {"n", "baseline", "post", "delta", "delta_ci95": [lo, hi],
                       "baseline_ci95", "post_ci95", "baseline_passed", "post_passed",
                       "errors"}}}
@@ -156,13 +157,17 @@ def verdict(stats: dict[str, Any]) -> str:
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
-    """``summary.md``: a table of baseline, post, delta and interval per domain."""
+    """``summary.md``: the run's notes (a ``## Notes`` section, omitted when there are
+    none), then a table of baseline, post, delta and interval per domain."""
     lines = [f"# polyrl run `{summary.get('run_id', '?')}`", ""]
     doms = summary.get("domains", {})
     imp = summary.get("improved_domains", [])
     if summary.get("partial"):  # "0 of N improved" alone read as a finished run's result
         lines += ["**Incomplete run**: the post-RL evaluation has not run yet (resume it "
                   "with `polyrl resume`); only the baseline is shown.", ""]
+    notes = summary.get("notes") or []
+    if notes:  # before the figures they qualify
+        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + ["", "## Results", ""]
     lines.append(f"Improved (paired-bootstrap 95% interval of post - baseline above 0): "
                  f"**{len(imp)} of {len(doms)}** domains"
                  + (f" ({', '.join(imp)})" if imp else "") + ".")

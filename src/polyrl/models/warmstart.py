@@ -297,9 +297,9 @@ def build_base_model(
     if (final / "warmstart.json").is_file():
         if log:
             log(f"base model: cached at {final}")
-            short = _cut_short(tiny, json.loads((final / "warmstart.json").read_text()))
+            short = cut_short_note(tiny, json.loads((final / "warmstart.json").read_text()))
             if short:
-                log(short + f"; delete {final} to build it again")
+                log(f"warning: {short}; delete {final} to build it again")
         return final
     root.mkdir(parents=True, exist_ok=True)
     model = build_tiny_model(
@@ -335,19 +335,22 @@ def build_base_model(
         log(f"base model: {stats.steps} SFT steps in {stats.seconds:.0f}s (loss "
             f"{stats.first_loss:.2f} -> {stats.last_loss:.2f}; the bar also counts the "
             f"demonstrations and the save), cached at {final}")
-        short = _cut_short(tiny, info)
+        short = cut_short_note(tiny, info)
         if short:
-            log(short + f": every run with these settings reuses it; delete {final} to "
+            log(f"warning: {short}: every run with these settings reuses it; delete {final} to "
                 "build it again (on an idle machine, or with a larger warm_start_s)")
     return final
 
 
-def _cut_short(tiny: TinyModelSection, info: dict[str, Any]) -> str | None:
-    """A warning when the warm start recorded in ``info`` (a ``warmstart.json``) stopped
-    on its time budget before ``tiny.warm_start_steps``, else None."""
+def cut_short_note(tiny: TinyModelSection, info: dict[str, Any]) -> str | None:
+    """One sentence (no "warning:" prefix) when the warm start recorded in ``info`` (a
+    ``warmstart.json``, or any dict with its ``"stats"``) stopped on its time budget
+    before ``tiny.warm_start_steps``, naming the step it reached of how many; else None
+    (no step cap, or the cap was reached). ``build_base_model`` logs it as a warning and
+    the main job records it among a run's notes."""
     steps = int((info.get("stats") or {}).get("steps", 0))
     if not tiny.warm_start_steps or steps >= tiny.warm_start_steps:
         return None
-    return (f"warning: this base model's warm start stopped on its time budget "
+    return (f"this base model's warm start stopped on its time budget "
             f"(model.tiny.warm_start_s = {tiny.warm_start_s:g} s) after {steps} of "
             f"{tiny.warm_start_steps} steps: it is weaker than the settings ask")

@@ -1,0 +1,147 @@
+"""The main job's notes (``polyrl.eval.pipeline``): real runs of a tiny model on one
+domain (a few seconds each), read back from ``run_state.json``, ``summary.json``,
+``summary.md`` and ``report.html``."""
+
+from __future__ import annotations
+
+import json
+import signal
+from html import escape
+from pathlib import Path
+
+import pytest
+import torch
+
+from polyrl.cli.run import busy_machine_note
+from polyrl.config import load_config
+from polyrl.eval.pipeline import Hooks, RunInterrupted, new_run, run_main_job
+from polyrl.eval.report import report
+
+TINY = ["model.tiny.hidden_size=32", "model.tiny.num_layers=1", "model.tiny.num_heads=2",
+        "model.tiny.intermediate_size=64", "model.tiny.max_position_embeddings=128",
+        "model.tiny.warm_start_demos=20", "domains=[{id: math/arith-v1}]",
+        "train.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8",
+        "eval.n_per_domain=4", "scheduler.workers=1", "run.torch_threads=1",
+        "train.checkpoint_every=1000"]
+"""A run of a few seconds: a 1-layer model, one domain, 4 held-out tasks."""
+
+CUT_SHORT = ["model.tiny.warm_start_steps=500", "model.tiny.warm_start_s=0.01"]
+"""A warm start that its time budget stops long before its 500 steps."""
+
+FULL_WARM_START = ["model.tiny.warm_start_steps=2", "model.tiny.warm_start_s=60"]
+
+BUSY = busy_machine_note(load=5.1, cpus=2)
+
+
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    """A run sets torch's thread count for its process (``run.torch_threads``): restore it."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def _run_dir(tmp_path: Path, *overrides: str) -> Path:
+    cfg = load_config(None, [*TINY, f"model.tiny.cache_dir={tmp_path / 'models'}", *overrides])
+    return new_run(cfg, tmp_path / "run")
+
+
+def _outputs(run: Path) -> tuple[list[str], list[str], str, str]:
+    """The notes of run_state.json and summary.json, summary.md and report.html."""
+    return (json.loads((run / "run_state.json").read_text())["notes"],
+            json.loads((run / "summary.json").read_text())["notes"],
+            (run / "summary.md").read_text(), (run / "report.html").read_text())
+
+
+def test_a_runs_notes_reach_every_output(tmp_path: Path):
+    """A warm start cut short, a busy machine and RL stopped by its time budget were
+    printed to the terminal only: the report's figures read as those of a full run."""
+    run = _run_dir(tmp_path, *CUT_SHORT, "train.steps=100000", "run.time_budget_s=0.01")
+    summary = run_main_job(run, busy_note=BUSY)
+    state_notes, notes, md, html = _outputs(run)
+    assert summary["notes"] == notes == state_notes and len(notes) == 3, notes
+    busy, short, rl = notes
+    assert busy.startswith("this machine is busy (about 5.1 other processes running on 2 CPUs)")
+    assert short.startswith("this base model's warm start stopped on its time budget")
+    assert f"after {summary['warm_start']['steps']} of 500 steps" in short
+    assert rl == (f"RL stopped at step {summary['steps']} of 100000: the time budget "
+                  "(run.time_budget_s = 0.01 s) was reached")
+    assert md.index("## Notes") < md.index("| domain |")  # before the figures
+    assert "<div class='notes'>" in html
+    assert html.index("<div class='notes'>") < html.index("<th>domain</th>")
+    for note in notes:
+        assert f"- {note}\n" in md
+        assert f"<li>{escape(note)}</li>" in html
+
+
+def test_a_clean_run_has_no_notes(tmp_path: Path):
+    run = _run_dir(tmp_path, *FULL_WARM_START, "train.steps=2", "run.time_budget_s=0")
+    summary = run_main_job(run, busy_note=None)
+    state_notes, notes, md, html = _outputs(run)
+    assert state_notes == notes == summary["notes"] == []
+    assert "Notes" not in md and "<div class='notes'>" not in html
+    assert summary["steps"] == 2
+
+
+def test_a_control_run_says_rl_did_nothing_and_left_no_checkpoint(tmp_path: Path):
+    run = _run_dir(tmp_path, *FULL_WARM_START, "train.steps=0")
+    summary = run_main_job(run)
+    notes = summary["notes"]
+    assert len(notes) == 2, notes
+    assert notes[0].startswith("train.steps = 0: a control run, no RL") and \
+        "not RL's doing" in notes[0]
+    assert notes[1].startswith("the run ended with no checkpoint")
+    _, _, md, html = _outputs(run)
+    assert all(f"- {n}\n" in md for n in notes) and "not RL&#x27;s doing" in html
+
+
+class _CtrlCAtFirstStep(Hooks):
+    """Sends this process a real SIGINT (as Ctrl-C does) when RL reports its first step."""
+
+    def update(self, completed: float, info: str = "") -> None:
+        if info.startswith("step 1 "):
+            signal.raise_signal(signal.SIGINT)
+
+
+def test_a_resumed_run_keeps_its_first_parts_notes_once(tmp_path: Path):
+    """Ctrl-C during RL is noted, the partial report shows the notes so far (from
+    run_state.json), and the resumed session adds its own without repeating them."""
+    run = _run_dir(tmp_path, *CUT_SHORT, "train.steps=100000", "run.time_budget_s=0.01")
+    with pytest.raises(RunInterrupted):
+        run_main_job(run, _CtrlCAtFirstStep(), busy_note=BUSY)
+    first = json.loads((run / "run_state.json").read_text())["notes"]
+    assert len(first) == 3, first
+    assert first[0].startswith("this machine is busy")
+    assert first[1].startswith("this base model's warm start stopped")
+    assert first[2] == "session 1 was stopped by Ctrl-C during RL, after step 1 of 100000"
+    assert "session 1 was stopped by Ctrl-C" in report(run).read_text()  # no summary.json yet
+
+    summary = run_main_job(run, busy_note=BUSY)
+    state_notes, notes, md, html = _outputs(run)
+    assert state_notes == notes == summary["notes"]
+    assert notes[:3] == first and len(notes) == 5, notes
+    assert notes[3] == "session 2: " + BUSY.removeprefix("note: ")
+    assert notes[4].startswith(f"RL stopped at step {summary['steps']} of 100000")
+    assert md.count("- ") >= 5 and all(md.count(f"- {n}\n") == 1 for n in notes)
+    assert all(html.count(f"<li>{escape(n)}</li>") == 1 for n in notes)
+
+
+class _CtrlCAfterReport(Hooks):
+    """Ctrl-C once the report stage has written its files (its last log line)."""
+
+    def log(self, message: str) -> None:
+        if message.startswith("improved domains"):
+            raise KeyboardInterrupt
+
+
+def test_a_stage_run_again_on_resume_repeats_no_note(tmp_path: Path):
+    """The report stage records "no checkpoint"; stopped before it was marked done, it
+    runs again on resume, and the note stays single."""
+    run = _run_dir(tmp_path, *FULL_WARM_START, "train.steps=0")
+    with pytest.raises(RunInterrupted):
+        run_main_job(run, _CtrlCAfterReport())
+    state = json.loads((run / "run_state.json").read_text())
+    assert "report" not in state["done"] and len(state["notes"]) == 2
+    summary = run_main_job(run)
+    assert summary["notes"] == state["notes"]
+    assert json.loads((run / "run_state.json").read_text())["notes"] == state["notes"]
