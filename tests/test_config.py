@@ -166,3 +166,12 @@ def test_a_missing_data_set_fails_with_its_field_before_any_run_directory(tmp_pa
                         "domains.0.id=math/arith-v9"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and "unknown domain id 'math/arith-v9'" in r.stderr
+
+
+@pytest.mark.parametrize("bad", [0, -2.5])
+def test_a_non_positive_replay_byte_cap_is_refused_naming_the_field(bad):
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({"replay": {"max_mib": bad}}, "a.yaml")
+    assert str(e.value) == f"a.yaml: replay.max_mib: must be greater than 0, got {bad}"
+    assert config_from_dict({}).replay.max_mib is None  # default: bounded in groups only
+    assert config_from_dict({"replay": {"max_mib": 512}}).replay.max_mib == 512.0

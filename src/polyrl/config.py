@@ -250,6 +250,10 @@ class ReplaySection(_Section):
 
     enabled: bool = Field(True)
     capacity: int = Field(256, ge=1, description="Groups kept.")
+    max_mib: float | None = Field(None, gt=0, description=(
+        "Most MiB (2**20 bytes) of groups kept, as the buffer counts them (about 88 B per "
+        "completion token; the replay/mib metric); over it the lowest-priority groups are "
+        "evicted first. None = bounded by capacity only."))
     max_staleness: int = Field(8, ge=0, description="Policy versions a group may lag.")
     mix_fraction: float = Field(0.25, ge=0, le=1, description="Share of zero-signal groups replaced.")
     is_clip: float = Field(

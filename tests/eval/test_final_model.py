@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from polyrl.eval.pipeline import save_final
+from polyrl.models.lora import add_lora
 from polyrl.models.tiny import save_tiny
 from polyrl.rollout import HFPolicy
 
@@ -20,9 +20,7 @@ SIZE = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size":
 def _trained_lora(base: Path) -> torch.nn.Module:
     """The base at ``base`` wrapped as the trainer wraps it, its adapters moved off zero."""
     model = AutoModelForCausalLM.from_pretrained(base)
-    model = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0,
-                                             target_modules="all-linear",
-                                             task_type="CAUSAL_LM"))
+    model = add_lora(model, rank=4)
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -145,11 +145,11 @@ def test_training_mode_restored(hf_policy: HFPolicy) -> None:
 
 
 def test_peft_wrapped_model_logprobs_exact() -> None:
-    peft = pytest.importorskip("peft")
+    pytest.importorskip("peft")
+    from polyrl.models.lora import add_lora
     from polyrl.models.tiny import build_byte_tokenizer, build_tiny_model
 
-    model = peft.get_peft_model(build_tiny_model(num_layers=1),
-                                peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    model = add_lora(build_tiny_model(num_layers=1), rank=4)
     policy = HFPolicy(model, build_byte_tokenizer())
     c = policy.generate([make_task(1)], 2, SamplingParams(max_tokens=5, seed=0))[1]
     ids = torch.tensor([c.prompt_token_ids + c.token_ids])

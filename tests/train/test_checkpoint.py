@@ -96,3 +96,43 @@ def test_a_truncated_file_is_named_by_its_size_against_the_manifest(tmp_path):
     (path / "manifest.json").write_text("{")
     with pytest.raises(CheckpointError, match=r"manifest\.json: unreadable"):
         load_checkpoint(path)
+
+
+def test_a_byte_capped_replay_resumes_and_so_does_a_checkpoint_from_before_the_cap(tmp_path):
+    """``replay.max_mib`` is new: a run with it resumes its buffer as it was, and a
+    checkpoint written before the field existed (its saved config lacks the key)
+    resumes under the default (None); setting a cap on such a resume is refused like
+    any change of what the run computes."""
+    from polyrl.errors import CheckpointError
+    from polyrl.train import Trainer
+    from polyrl.train.replay import MIB
+
+    from .conftest import tiny_policy
+    from .test_trainer import domains, small_cfg
+
+    cfg = small_cfg(checkpoint_every=1)
+    cfg.replay.max_mib = 0.02
+    first = Trainer(cfg, tiny_policy(), domains(), tmp_path / "capped")
+    rec = first.fit(steps=2)[-1]
+    assert 0 < rec["replay/mib"] == first.replay.nbytes / MIB <= 0.02
+    resumed = Trainer.resume(cfg, tiny_policy(), domains(), tmp_path / "capped")
+    assert resumed.replay.state_dict() == first.replay.state_dict()
+    assert resumed.replay.nbytes == first.replay.nbytes and resumed.replay.max_mib == 0.02
+    assert resumed.fit(steps=3)[-1]["replay/mib"] <= 0.02
+
+    old = Trainer(small_cfg(checkpoint_every=1), tiny_policy(), domains(), tmp_path / "old")
+    old.fit(steps=1)
+    saved = old.cfg.model_dump()
+    del saved["replay"]["max_mib"]
+    save_checkpoint(tmp_path / "old" / "checkpoints", old.step, old.model, old.optimizer,
+                    {"curriculum": old.curriculum.state_dict(),
+                     "replay": old.replay.state_dict(),
+                     "trainer_rng": old.rng.bit_generator.state, "config": saved})
+    back = Trainer.resume(small_cfg(checkpoint_every=1), tiny_policy(), domains(),
+                          tmp_path / "old")
+    assert back.step == 1 and back.replay.max_mib is None
+    assert back.replay.state_dict() == old.replay.state_dict()
+    capped = small_cfg(checkpoint_every=1)
+    capped.replay.max_mib = 1.0
+    with pytest.raises(CheckpointError, match=r"config\.replay\.max_mib: .*None -> 1\.0"):
+        Trainer.resume(capped, tiny_policy(), domains(), tmp_path / "old")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from polyrl.train.metrics import MetricsWriter
 
@@ -51,6 +52,11 @@ def test_a_resume_purges_the_tensorboard_events_of_the_steps_it_redoes(tmp_path)
     for step in (1, 2, 3, 4, 5):
         w.write({"step": step, "loss/policy": float(step)})
     w.close()  # the kill
+    # the resume starts in a later second, as a real one does: TensorBoard reads event
+    # files in name order (events.out.tfevents.<unix s>.<host>.<pid>.<n>, n counting this
+    # process's writers), and within one second n going from 9 to 10 sorts the resumed
+    # file first (the test failed whenever 9 writers had been made before it)
+    time.sleep(1.01 - time.time() % 1)
     resumed = MetricsWriter(tmp_path)
     resumed.truncate_after(3)
     for step in (4, 5, 6):

@@ -13,7 +13,8 @@ from polyrl.train import Trainer
 from .conftest import EchoDomain, tiny_policy
 
 REQUIRED = ["reward/test/echo-v1", "loss/policy", "loss/kl", "clip/fraction", "entropy",
-            "curriculum/test/echo-v1", "tokens_per_s", "sandbox_s", "zero_variance_groups"]
+            "curriculum/test/echo-v1", "tokens_per_s", "sandbox_s", "zero_variance_groups",
+            "replay/size", "replay/mib"]
 
 
 def small_cfg(**train) -> RunConfig:
@@ -257,3 +258,20 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_without_doubled_steps(
     Trainer.resume(small_cfg(), tiny_policy(), domains(), tmp_path).fit(steps=2)
     steps = [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2]
+
+
+@pytest.mark.parametrize("checkpointing", [False, True], ids=["plain", "activation-ckpt"])
+def test_the_lora_path_raises_no_future_or_deprecation_warning(tmp_path, checkpointing):
+    """Every LoRA run printed transformers' FutureWarning for `is_gradient_checkpointing`,
+    which peft's PeftModel constructor reads (``polyrl.models.lora``). Wrapping, a step
+    with KL to the adapter-disabled base, its checkpoint and a resume now warn nothing."""
+    import warnings
+
+    cfg = small_cfg(lora=True, lora_rank=4, kl_coef=0.1, checkpoint_every=1,
+                    gradient_checkpointing=checkpointing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        warnings.simplefilter("error", DeprecationWarning)
+        Trainer(cfg, tiny_policy(), domains(), tmp_path).fit(steps=1)
+        resumed = Trainer.resume(cfg, tiny_policy(), domains(), tmp_path)
+    assert resumed.step == 1

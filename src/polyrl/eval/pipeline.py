@@ -421,6 +421,8 @@ def save_final(model: Any, tokenizer: Any, final: Path, base_model: str) -> None
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
+    from polyrl.models.lora import load_lora
+
     final = Path(final)
     if not isinstance(model, PeftModel):  # full fine-tuning
         model.save_pretrained(final)
@@ -431,7 +433,7 @@ def save_final(model: Any, tokenizer: Any, final: Path, base_model: str) -> None
     model.save_pretrained(adapter)
     dtype = next(model.parameters()).dtype
     base = AutoModelForCausalLM.from_pretrained(base_model, dtype=dtype)
-    merged = PeftModel.from_pretrained(base, adapter).merge_and_unload()
+    merged = load_lora(base, adapter).merge_and_unload()
     merged.save_pretrained(final)
     tokenizer.save_pretrained(final)
 

@@ -38,6 +38,9 @@ class Group:
         loss_masks: G lists aligned with ``completions``: 1 on tokens the policy
             sampled (trained), 0 on environment/observation tokens of multi-turn
             episodes; empty = every token is trained.
+
+    A group drawn from the replay buffer holds tuples where these are lists: rows it
+    shares, read-only, with the buffer (``ReplayBuffer.sample``).
     """
 
     task: Task
@@ -58,8 +61,10 @@ class Group:
 
     @property
     def key(self) -> str:
-        """Identity for de-duplication: domain, task id and the completion tokens."""
-        h = hashlib.sha1(repr((self.prompt_ids, self.completions)).encode()).hexdigest()[:16]
+        """Identity for de-duplication: domain, task id and the completion tokens (the
+        same whether the token rows are lists or tuples, as the replay buffer keeps them)."""
+        rows = (list(self.prompt_ids), [list(c) for c in self.completions])
+        h = hashlib.sha1(repr(rows).encode()).hexdigest()[:16]
         return f"{self.task.domain}|{self.task.id}|{h}"
 
     @property

@@ -28,7 +28,7 @@ from polyrl.train.checkpoint import set_rng_state as restore_rng
 from polyrl.train.curriculum import Curriculum
 from polyrl.train.groups import BuildStats, Group, build_groups, has_signal
 from polyrl.train.metrics import MetricsWriter
-from polyrl.train.replay import ReplayBuffer
+from polyrl.train.replay import MIB, ReplayBuffer
 from polyrl.train.scoring import score_completions
 from polyrl.train.update import Chunk, UpdateOptions, UpdateStats, chunk_logprobs, policy_update
 from polyrl.types import Completion, Episode, Score, Task
@@ -72,7 +72,8 @@ class Trainer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(params, lr=cfg.train.lr)
         self.curriculum = Curriculum(domains, cfg.domains or None, cfg.curriculum, cfg.run.seed)
-        self.replay = ReplayBuffer(cfg.replay.capacity, cfg.replay.max_staleness)
+        self.replay = ReplayBuffer(cfg.replay.capacity, cfg.replay.max_staleness,
+                                   max_mib=cfg.replay.max_mib)
         self.rng = np.random.default_rng(cfg.run.seed + 1)
         self.metrics = MetricsWriter(self.run_dir)
         self.step = 0
@@ -238,7 +239,8 @@ class Trainer:
                    "clip/fraction": upd.clip_fraction, "entropy": upd.entropy,
                    "grad_norm": upd.grad_norm}
         rec.update({k: v if trained else float("nan") for k, v in figures.items()})
-        rec.update({"replay/size": len(self.replay), "replay/is_weight": upd.is_weight,
+        rec.update({"replay/size": len(self.replay), "replay/mib": self.replay.nbytes / MIB,
+                    "replay/is_weight": upd.is_weight,
                     "score_errors": built.score_errors, "groups/dropped": built.dropped_groups,
                     "tokens/trained": upd.tokens, "sequences/trained": upd.sequences,
                     "sequences/distinct": upd.distinct_sequences})
@@ -377,11 +379,9 @@ class Trainer:
                 model.enable_input_require_grads()
         if not t.lora:
             return model
-        from peft import LoraConfig, get_peft_model
+        from polyrl.models.lora import add_lora
 
-        lora = LoraConfig(r=t.lora_rank, lora_alpha=2 * t.lora_rank, lora_dropout=0.0,
-                          target_modules="all-linear", task_type="CAUSAL_LM")
-        return get_peft_model(model, lora)
+        return add_lora(model, t.lora_rank)
 
     def _update_options(self) -> UpdateOptions:
         t, r = self.cfg.train, self.cfg.rollout
