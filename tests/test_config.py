@@ -50,7 +50,7 @@ def test_invalid_yaml_and_missing_file(tmp_path):
     twice.write_text("train:\n  steps: 1\n  lr: 0.1\n  steps: 2\n")
     with pytest.raises(ConfigError, match="line 4: invalid YAML .duplicate key 'steps'."):
         load_config(twice)
-    with pytest.raises(ConfigError, match="^--set: 'train.steps' must look like key.path=value"):
+    with pytest.raises(ConfigError, match="^--set: train.steps: no '=' in 'train.steps'"):
         load_config(None, ["train.steps"])
     merged = tmp_path / "merge.yaml"  # YAML merge keys still work, and may be overridden
     merged.write_text("domains:\n  - &a {id: math/arith-v1, weight: 2.0}\n"
@@ -74,7 +74,7 @@ def test_cli_misspelled_key_is_one_line_exit_2(tmp_path):
     p.write_text("train:\n  lrr: 0.1\n")
     r = subprocess.run([sys.executable, "-m", "polyrl", "run", str(p)], capture_output=True, text=True)
     assert r.returncode == 2
-    assert r.stderr.strip() == f"{p}: train.lrr: unknown key (did you mean 'lr'?)"
+    assert r.stderr.strip() == f"error: {p}: train.lrr: unknown key (did you mean 'lr'?)"
     assert "Traceback" not in r.stderr
 
 

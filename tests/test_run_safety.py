@@ -120,7 +120,7 @@ def test_cli_bad_set_value_is_one_line_exit_2():
     out = subprocess.run([sys.executable, "-m", "polyrl", "run", "--set", "train.lr=[1",
                           "--print-config"], capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr.strip().startswith("--set: train.lr:")
+    assert out.stderr.strip().startswith("error: --set: train.lr:")
 
 
 def test_a_killed_writers_half_checkpoint_is_removed_by_the_next_save(tmp_path):

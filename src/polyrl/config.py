@@ -370,14 +370,27 @@ _ALIASES = {
 }
 
 
-def _suggest(name: str, options: list[str]) -> str | None:
-    """The valid key the user most likely meant, by spelling or by common synonym."""
-    close = difflib.get_close_matches(name, options, n=1)
+def _suggest(name: str, options: list[str]) -> list[str]:
+    """The valid keys the user most likely meant (at most 3, closest first), by
+    spelling (difflib) or by common synonym; [] when none is close."""
+    close = difflib.get_close_matches(name, options, n=3)
     if close:
-        return close[0]
+        return close
     aliases = [a for a, target in _ALIASES.items() if target in options]
     close = difflib.get_close_matches(name, aliases, n=1, cutoff=0.7)
-    return _ALIASES[close[0]] if close else None
+    return [_ALIASES[close[0]]] if close else []
+
+
+def _or_list(names: list[str]) -> str:
+    """``'a'``, ``'a' or 'b'``, ``'a', 'b' or 'c'``."""
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message shows it: ``repr``, and ``null (no value)`` for None
+    (``--set run.name=`` and ``name:`` with nothing after both read as YAML null)."""
+    return "null (no value)" if value is None else repr(value)
 
 
 def _format_error(file: str, err: dict[str, Any], model: type[BaseModel]) -> ConfigError:
@@ -387,8 +400,15 @@ def _format_error(file: str, err: dict[str, Any], model: type[BaseModel]) -> Con
     if etype == "extra_forbidden":
         options = _fields_at(model, loc)
         close = _suggest(str(loc[-1]), options)
-        hint = f" (did you mean '{close}'?)" if close else f" (valid keys: {', '.join(options)})"
+        hint = (f" (did you mean {_or_list(close)}?)" if close
+                else f" (valid keys: {', '.join(options)})")
         return ConfigError(file, key_path, f"unknown key{hint}")
+    if etype in ("model_type", "dict_type") and "input" in err:
+        # pydantic said "must be a valid dictionary or instance of TrainSection"
+        keys = _fields_at(model, (*loc, ""))
+        listed = f" ({', '.join(keys[:6])}{', ...' if len(keys) > 6 else ''})" if keys else ""
+        return ConfigError(file, key_path, f"is a section, not a value: set one of its keys"
+                           f"{listed}, got {_shown(err['input'])}")
     msg = err["msg"]
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
@@ -401,7 +421,7 @@ def _format_error(file: str, err: dict[str, Any], model: type[BaseModel]) -> Con
     if etype == "missing":
         return ConfigError(file, key_path, "required key is missing")
     if "input" in err and etype not in ("model_type", "dict_type", "value_error"):
-        return ConfigError(file, key_path, f"{msg}, got {err['input']!r}")
+        return ConfigError(file, key_path, f"{msg}, got {_shown(err['input'])}")
     return ConfigError(file, key_path, msg)
 
 
@@ -483,10 +503,20 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(file, "", f"{where}invalid YAML ({getattr(e, 'problem', e)})") from None
     data = data if data is not None else {}
     base = copy.deepcopy(data)
+    set_keys: list[str] = []
     for item in overrides or []:
-        if "=" not in item:
-            raise ConfigError("--set", "", f"{item!r} must look like key.path=value")
-        key, value = item.split("=", 1)
+        key, eq, value = item.partition("=")
+        key = key.strip()  # "train.steps = 3", quoted, is train.steps=3
+        if not eq:
+            raise ConfigError("--set", key, f"no '=' in {item!r}: write key.path=value, e.g. "
+                              f"{key or 'train.steps'}=VALUE")
+        if not key:
+            raise ConfigError("--set", "", f"no key before '=' in {item!r}: write "
+                              "key.path=value, e.g. train.steps=10")
+        if "" in key.split("."):
+            raise ConfigError("--set", key, f"an empty key part in {item!r}: write "
+                              "key.path=value, e.g. train.steps=10")
+        set_keys.append(key)
         try:
             yaml.safe_load(value)
         except yaml.YAMLError as e:
@@ -512,7 +542,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                 node[part] = yaml.safe_load(value)
             else:
                 node = node.setdefault(part, {})
-    keys = tuple(item.split("=", 1)[0] for item in overrides or [])
+    keys = tuple(set_keys)
     try:
         cfg = config_from_dict(data, file)
     except ConfigError as e:

@@ -45,7 +45,7 @@ def test_eval_difficulty_restricts_the_levels(tmp_path: Path):
     for bad in ("hard", "0", "9", "2-7"):  # one line, exit 2, before any work
         r = polyrl("eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "4",
                    "--difficulty", bad)
-        assert r.returncode == 2 and r.stderr.startswith("--difficulty"), (bad, r.stderr)
+        assert r.returncode == 2 and r.stderr.startswith("error: --difficulty"), (bad, r.stderr)
 
 
 def test_eval_prompt_over_the_context_names_the_domain_and_the_way_out(tmp_path: Path):

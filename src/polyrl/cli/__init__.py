@@ -13,7 +13,7 @@ from typing import Any
 import typer
 import typer.core
 
-from polyrl.cli.common import err_console, state
+from polyrl.cli.common import err_console, print_error, state
 from polyrl.errors import ConfigError, PolyrlError
 
 
@@ -70,14 +70,16 @@ def _register() -> None:
 
 
 def main() -> None:
-    """Console entry point: runs the app; a ``ConfigError`` becomes one line and exit 2."""
+    """Console entry point: runs the app. Every refusal is one line ``error: ...`` on
+    stderr (``common.print_error``): a ``ConfigError`` or a usage error (bad option
+    value, unknown option, missing argument) exits 2, another ``PolyrlError`` exits 1."""
     _register()
     try:
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and not isinstance(rc, bool) and rc != 0:
             sys.exit(rc)  # a typer.Exit(code) raised inside a command (non-standalone click)
     except ConfigError as e:
-        err_console.print(f"{e}", highlight=False, soft_wrap=True, markup=False)
+        print_error(str(e))
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -91,28 +93,50 @@ def main() -> None:
         # one line, no traceback (POLYRL_TRACEBACK=1 shows it)
         if os.environ.get("POLYRL_TRACEBACK"):
             raise
-        err_console.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        print_error(str(e))
         sys.exit(1)
     except Exception as e:
-        if _is_usage_error(e):  # unknown option, missing argument, a group without command
+        kind = _click_error_kind(e)
+        if kind == "usage":  # unknown option, bad value, missing argument: one line
+            print_error(_usage_line(e))
+            sys.exit(e.exit_code)  # type: ignore[attr-defined]
+        if kind == "other":  # a group without command prints its help; click's others
             e.show()  # type: ignore[attr-defined]
             sys.exit(e.exit_code)  # type: ignore[attr-defined]
         raise
 
 
-def _is_usage_error(e: Exception) -> bool:
-    """True for click's own exceptions (usage errors and the like), whether typer uses
-    the ``click`` package or its vendored copy (typer >= 0.20): they print themselves
-    with ``show()`` and carry an ``exit_code``."""
-    classes: list[type] = []
+def _usage_line(e: Any) -> str:
+    """Click's message of a usage error and where help is, in one line: ``Invalid value
+    for '--n': ... (see `polyrl eval --help`)``. Click's own form took three lines
+    (usage, hint, error) and did not start with ``error:`` as polyrl's refusals do."""
+    ctx = getattr(e, "ctx", None)
+    where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+    return f"{e.format_message().rstrip('.')}{where}"
+
+
+def _click_error_kind(e: Exception) -> str | None:
+    """``"usage"`` for click's usage errors, ``"other"`` for its other exceptions (those
+    print themselves with ``show()`` and carry an ``exit_code``; a group called without
+    a command is one: it shows its help), None for anything else. Whether typer uses
+    the ``click`` package or its vendored copy (typer >= 0.20)."""
+    modules = []
     try:
-        from typer._click.exceptions import ClickException as vendored
-        classes.append(vendored)
+        from typer._click import exceptions as vendored
+        modules.append(vendored)
     except ImportError:
         pass
     try:
-        import click
-        classes.append(click.ClickException)
+        from click import exceptions as plain
+        modules.append(plain)
     except ImportError:
         pass
-    return isinstance(e, tuple(classes))
+
+    def classes(name: str) -> tuple[type, ...]:
+        return tuple(c for m in modules if isinstance(c := getattr(m, name, None), type))
+
+    if not isinstance(e, classes("ClickException")):
+        return None
+    if isinstance(e, classes("UsageError")) and not isinstance(e, classes("NoArgsIsHelpError")):
+        return "usage"
+    return "other"

@@ -40,9 +40,17 @@ def log(message: str) -> None:
         err_console.print(message, markup=False)  # verbatim: paths, hints like [cad]
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
-    """Print one line ``error: <message>`` to stderr and exit with ``code``."""
+def print_error(message: str) -> None:
+    """Print one line ``error: <message>`` to stderr: the one form of every refusal
+    (``fail``, and ``cli.main`` for a ``ConfigError``, another ``PolyrlError`` and a
+    usage error); ``message`` is shown verbatim (paths, ``[cad]``: not Rich markup)."""
     err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print one line ``error: <message>`` to stderr and exit with ``code`` (2: a usage
+    error, the user's to fix; 1: the work failed)."""
+    print_error(message)
     raise typer.Exit(code)
 
 

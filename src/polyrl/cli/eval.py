@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -36,13 +37,17 @@ def _difficulties(spec: str) -> list[int] | None:
     if not spec.strip():
         return None
     out: list[int] = []
-    try:
-        for part in spec.split(","):
-            lo, _, hi = part.strip().partition("-")
-            out.extend(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise ConfigError("<cli>", "--difficulty",
-                          f"give levels like 1, 1,3 or 1-3, got {spec!r}") from None
+    for part in spec.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi or lo)
+        except ValueError:
+            raise ConfigError("<cli>", "--difficulty",
+                              f"give levels like 1, 1,3 or 1-3, got {spec!r}") from None
+        if last < first:  # an empty range, once reported as 'levels are 1..5'
+            raise ConfigError("<cli>", "--difficulty",
+                              f"a range runs low-high, e.g. 1-3, got {part.strip()!r}")
+        out.extend(range(first, last + 1))
     if not out or min(out) < 1 or max(out) > 5:
         raise ConfigError("<cli>", "--difficulty", f"levels are 1..5, got {spec!r}")
     return sorted(set(out))
@@ -69,7 +74,10 @@ def _check_writable(flag: str, path: Path) -> None:
 
 
 def _at_least(flag: str, value: float, least: float) -> None:
-    """A usage error (one line, exit 2) unless ``value >= least``."""
+    """A usage error (one line, exit 2) unless ``value`` is a finite number ``>= least``
+    (``--temperature nan`` failed deep in sampling, exit 1, naming ``SamplingParams``)."""
+    if not math.isfinite(value):
+        fail(f"{flag}: must be a finite number >= {least:g}, got {value:g}", 2)
     if value < least:
         fail(f"{flag}: must be >= {least:g}, got {value:g}", 2)
 
@@ -94,12 +102,6 @@ def eval_(
     json_: bool = typer.Option(False, "--json", help="Print one JSON object on the last line."),
 ) -> None:
     """Score a policy on held-out tasks: mean reward, pass@k and 95% intervals."""
-    from polyrl.cli.run import RichHooks
-    from polyrl.eval.evaluate import evaluate
-    from polyrl.eval.summary import write_rows
-    from polyrl.rollout import SamplingParams, make_policy
-    from polyrl.scheduler import Scheduler
-
     doms = _domains(domains)
     levels = _difficulties(difficulty)
     if n < 0:
@@ -108,6 +110,12 @@ def eval_(
     _at_least("--temperature", temperature, 0)
     _at_least("--max-tokens", max_tokens, 1)
     _at_least("--workers", workers, 0)
+    if policy.startswith("hf:") and policy[3:]:
+        from polyrl.models import local_model_problem
+
+        problem = local_model_problem(policy[3:])
+        if problem:
+            fail(f"--policy: cannot load hf model {policy[3:]!r}: {problem}", 2)
     if results_out is not None and results_out.is_dir():
         fail(f"--results-out: {results_out} is a directory; give a file path", 2)
     if results_out is not None:
@@ -116,6 +124,13 @@ def eval_(
     if n == 0 and unbounded:
         fail(f"--n: {', '.join(unbounded)} {'is' if len(unbounded) == 1 else 'are'} "
              "procedural (no fixed test set): give a task count > 0", 2)
+    # the checks above need no torch: a bad option is refused in a second, not in ~6
+    from polyrl.cli.run import RichHooks
+    from polyrl.eval.evaluate import evaluate
+    from polyrl.eval.summary import write_rows
+    from polyrl.rollout import SamplingParams, make_policy
+    from polyrl.scheduler import Scheduler
+
     if policy.startswith(("hf:", "vllm:")):  # the eval bar below is the only one
         from polyrl.eval.setup import silence_transformers_bars
 
@@ -162,6 +177,22 @@ def eval_(
         log(f"wrote {len(rep.rows)} rows to {results_out}")
 
 
+def _check_trainable(policy: str) -> None:
+    """A usage error (one line, exit 2) naming ``--policy`` unless it is ``tiny`` or
+    ``hf:`` a model directory that is there (or a name that may be a hub id): before,
+    ``bogus`` exited 1 and ``hf:`` passed an empty path on to the hub's message."""
+    from polyrl.models import local_model_problem
+
+    if policy == "tiny":
+        return
+    if not policy.startswith("hf:"):
+        fail(f"--policy: headroom needs a trainable policy: 'hf:PATH' or 'tiny', got "
+             f"{policy!r}", 2)
+    problem = local_model_problem(policy[3:])
+    if problem:
+        fail(f"--policy: cannot load hf model {policy[3:]!r}: {problem}", 2)
+
+
 @app.command()
 def headroom(
     policy: str = typer.Option(..., "--policy", help="hf:PATH, or 'tiny' (the quickstart's base model)."),
@@ -176,20 +207,22 @@ def headroom(
     json_: bool = typer.Option(False, "--json", help="Print one JSON object on the last line."),
 ) -> None:
     """Baseline vs a short RL probe per domain: which domains repay post-training."""
+    _at_least("--probe-steps", probe_steps, 1)
+    _at_least("--n", n, 1)
+    cfg = load_config(config, set_)
+    doms = _domains(domains)
+    _check_trainable(policy)
+    # the checks above need no torch: a bad option is refused in a second, not in ~6
     from polyrl.cli.run import RichHooks
     from polyrl.eval.headroom import headroom as run_headroom
     from polyrl.eval.headroom import policy_path
     from polyrl.eval.summary import ci_text, fmt
 
-    _at_least("--probe-steps", probe_steps, 1)
-    _at_least("--n", n, 1)
-    cfg = load_config(config, set_)
-    doms = _domains(domains)
     hooks = RichHooks()
     try:
         path = policy_path(policy, cfg, hooks)
     except ValueError as e:
-        fail(str(e))
+        fail(f"--policy: {e}", 2)
     ranked = run_headroom(cfg, path, doms, probe_steps=probe_steps, n=n, hooks=hooks)
     typer.echo(f"{'rank':<5}{'domain':<24}{'baseline':>9}{'probe':>9}{'headroom':>10}  95% CI",
                err=json_)

@@ -11,7 +11,8 @@ import typer
 
 from polyrl.cli import app
 from polyrl.cli.common import err_console, fail, log, state
-from polyrl.config import dump_config, load_config
+from polyrl.config import RunConfig, dump_config, load_config
+from polyrl.errors import ConfigError
 
 
 class RichHooks:
@@ -158,14 +159,39 @@ def run(
     if print_config:
         typer.echo(dump_config(cfg), nl=False)
         return
-    from polyrl.eval.pipeline import new_run
+    check_model_path(cfg)  # so does a model directory that is not there
+    from polyrl.eval.rundir import new_run
 
     try:
         path = new_run(cfg, run_dir)
     except FileExistsError as e:
         fail(str(e), code=2)
+    except OSError as e:  # a parent that is a file, a read-only or full disk
+        where = "--run-dir" if run_dir is not None else "run.out_dir"
+        fail(f"{where}: cannot create {e.filename or run_dir or cfg.run.out_dir}: "
+             f"{e.strerror or e}", code=2)
     log(f"run directory: {path}")
     _finish(path)
+
+
+def check_model_path(cfg: RunConfig) -> None:
+    """Refuse a run whose ``model.path`` (``model.kind: hf``) names a local model
+    directory that is not there, or is a file, or holds no model: before, the run made
+    its directory and failed in its first stage, leaving ``runs/<id>/`` behind. A
+    name that may be a hub id passes (the hub answers only when it is loaded).
+
+    Raises:
+        ConfigError: naming where the key was set (the file or ``--set``), the key
+            ``model.path``, the path and why.
+    """
+    from polyrl.models import local_model_problem
+
+    if cfg.model.kind != "hf":
+        return
+    problem = local_model_problem(cfg.model.path)
+    if problem:
+        raise ConfigError(cfg.origin("model.path"), "model.path",
+                          f"{cfg.model.path!r}: {problem}")
 
 
 @app.command()
@@ -175,7 +201,7 @@ def resume(
     """Resume an interrupted run from its last checkpoint and durable job state."""
     if not run_dir.is_dir():  # before the imports below (torch: seconds)
         fail(f"{run_dir}: not a directory", code=2)
-    from polyrl.eval.pipeline import read_state
+    from polyrl.eval.rundir import read_state  # light: a finished run answers in ~0.3 s
 
     try:
         st = read_state(run_dir)
@@ -185,5 +211,10 @@ def resume(
         log(f"{run_dir}: already finished; `polyrl report {run_dir}` regenerates its report")
         typer.echo(str(run_dir))
         return
+    # a damaged config.yaml, or a model directory gone: refused now, not after the
+    # run's imports (torch: seconds) and a "resuming" line
+    cfg = load_config(run_dir / "config.yaml")
+    if "base_model" not in st.get("done", []):
+        check_model_path(cfg)
     log(f"resuming {run_dir} (done: {', '.join(st.get('done', [])) or 'nothing yet'})")
     _finish(run_dir)

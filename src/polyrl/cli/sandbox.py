@@ -21,6 +21,14 @@ sandbox_app = typer.Typer(help="Run commands in the sandbox; probe the host.", n
 app.add_typer(sandbox_app, name="sandbox")
 
 
+_OPTION_OF = {"sandbox.backend": "--backend", "sandbox.preset": "--preset",
+              "sandbox.limits.timeout_s": "--timeout-s", "sandbox.limits.cpu_s": "--timeout-s",
+              "sandbox.limits.memory_mib": "--memory-mib",
+              "sandbox.limits.max_pids": "--max-pids"}
+"""The option of ``exec`` behind each key a ``ConfigError`` of the sandbox names
+(``--timeout-s`` sets ``cpu_s`` too)."""
+
+
 @sandbox_app.command()
 def doctor(json_: bool = typer.Option(False, "--json", help="One JSON object on stdout.")) -> None:
     """Probe which sandbox backends work on this host, and why not."""
@@ -70,8 +78,8 @@ def exec_(
             limits = limits.replace(cpu_s=max(limits.cpu_s, timeout_s))
         # one execution: a warm sandbox would cost its start and save nothing
         sb = Sandbox(backend=backend, limits=limits, warm=False)
-    except ConfigError as e:
-        raise ConfigError("<cli>", e.key_path, e.reason) from e
+    except ConfigError as e:  # named by the option the user gave, not the config key
+        raise ConfigError("<cli>", _OPTION_OF.get(e.key_path, e.key_path), e.reason) from e
     res = sb.run(list(argv), raise_errors=False)
     code = 1 if res.error else 0
     if json_:

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from polyrl.errors import ConfigError, PromptTooLongError
+from polyrl.models import is_local_path, local_model_problem
 from polyrl.rollout.base import Policy, SamplingParams, check_n
 from polyrl.rollout.hf_decode import decode_batch
 from polyrl.rollout.sampling import make_generator
@@ -119,13 +120,11 @@ class HFPolicy(Policy):
             torch_dtype = getattr(torch, dtype, None)
             if not isinstance(torch_dtype, torch.dtype):
                 raise ConfigError("<cli>", "dtype", f"unknown torch dtype {dtype!r}")
-        local = Path(path_or_id).expanduser()
-        if path_or_id.startswith(("/", "./", "../", "~")):  # a path, never a hub id
-            if not local.is_dir():
-                raise ConfigError("<cli>", "policy", f"cannot load hf model {path_or_id!r}: "
-                                  + ("a file, not a model directory" if local.exists()
-                                     else "no such directory"))
-            path_or_id = str(local)
+        problem = local_model_problem(path_or_id)  # before transformers' hub messages
+        if problem:
+            raise ConfigError("<cli>", "policy", f"cannot load hf model {path_or_id!r}: {problem}")
+        if is_local_path(path_or_id):
+            path_or_id = str(Path(path_or_id).expanduser())
         try:
             tokenizer = AutoTokenizer.from_pretrained(path_or_id)
             model = AutoModelForCausalLM.from_pretrained(path_or_id, dtype=torch_dtype)

@@ -1,0 +1,219 @@
+"""The CLI refuses bad input with one line ``error: ...`` (exit 2) before doing any work,
+and answers a finished run's ``resume`` without loading torch (real subprocesses,
+real run directories)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from polyrl.config import load_config
+from polyrl.eval.rundir import STATE_FILE, new_run, read_state, write_state
+
+
+def polyrl(*args: str, cwd: Path | None = None, timeout: float = 300,
+           python: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *python, "-m", "polyrl", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd)
+
+
+def one_error_line(r: subprocess.CompletedProcess, *says: str) -> str:
+    """Assert exit 2 and a single stderr line ``error: ...`` holding every ``says``."""
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr[-3000:]
+    for part in says:
+        assert part in lines[0], (part, lines[0])
+    return lines[0]
+
+
+# -- 1. a model path that is not there: refused before a run directory is made ---------
+
+def test_run_with_a_missing_local_model_is_refused_before_a_run_directory(tmp_path: Path):
+    runs = tmp_path / "runs"
+    missing = tmp_path / "no-model"
+    r = polyrl("run", "--set", "model.kind=hf", "--set", f"model.path={missing}",
+               "--set", f"run.out_dir={runs}")
+    one_error_line(r, "--set: model.path:", str(missing), "no such directory")
+    assert not runs.exists()  # before: runs/quickstart-<time>/ was left behind
+
+
+@pytest.mark.parametrize("kind, says", [("file", "a file, not a model directory"),
+                                        ("dir", "a directory without config.json")])
+def test_run_config_file_naming_no_model_names_the_file_key_and_path(tmp_path: Path, kind, says):
+    model = tmp_path / "model"
+    if kind == "file":
+        model.write_text("weights")
+    else:
+        model.mkdir()
+    cfg = tmp_path / "my.yaml"
+    cfg.write_text(f"model: {{kind: hf, path: {model}}}\nrun: {{out_dir: {tmp_path / 'runs'}}}\n"
+                   "domains: [{id: math/arith-v1}]\n")
+    one_error_line(polyrl("run", str(cfg)), f"{cfg}: model.path: '{model}'", says)
+    assert not (tmp_path / "runs").exists()
+
+
+# -- 2. resume of a finished run: fast, no torch ------------------------------------------
+
+def _finished_run(tmp_path: Path) -> Path:
+    run = new_run(load_config(None), tmp_path / "done-run")
+    state = read_state(run)
+    state.update(status="done", done=["base_model", "baseline", "train", "post", "report"])
+    write_state(run, state)
+    return run
+
+
+def test_resume_of_a_finished_run_answers_without_importing_torch(tmp_path: Path):
+    """It took 6-11 s (torch, transformers and the whole eval package were imported
+    before the state said there was nothing to do); measured ~0.3 s now."""
+    run = _finished_run(tmp_path)
+    t0 = time.monotonic()
+    r = polyrl("resume", str(run), python=("-X", "importtime"))
+    wall_s = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == str(run) and "already finished" in r.stderr
+    imported = re.findall(r"^import time:.*\|\s+(\S+)$", r.stderr, re.MULTILINE)
+    assert "polyrl.eval.rundir" in imported  # the importtime report is there to read
+    heavy = [m for m in imported if m.split(".")[0] in ("torch", "transformers")]
+    assert not heavy, heavy[:5]
+    assert wall_s < 5, wall_s
+
+
+def test_eval_package_names_load_on_first_use_and_stay_the_functions():
+    """``polyrl.eval``'s public names are imported lazily; importing the submodule
+    ``polyrl.eval.report`` (``.evaluate``) first must not hide the function."""
+    code = ("import sys\nimport polyrl.eval.rundir\nprint('torch' in sys.modules)\n"
+            "import polyrl.eval.report, polyrl.eval.evaluate\n"
+            "from polyrl.eval import report, evaluate, pass_at_k, setup\n"
+            "import polyrl.eval as ev\n"
+            "print(report.__module__, evaluate.__module__, pass_at_k.__module__,\n"
+            "      setup.__name__, ev.report is report, 'SampleRow' in dir(ev))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["False", "polyrl.eval.report", "polyrl.eval.evaluate",
+                                "polyrl.eval.stats", "polyrl.eval.setup", "True", "True"]
+
+
+# -- 3. usage errors: one line "error: ...", exit 2 ----------------------------------------
+
+@pytest.mark.parametrize("args, says", [
+    (["eval", "--policy", "bogus", "--domains", "math/arith-v1", "--n", "2"],
+     ["--policy: unknown policy kind 'bogus'"]),  # before: no "error:"
+    (["eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "abc"],
+     ["'--n'", "integer", "polyrl eval --help"]),  # before: three lines of click
+    (["eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "2",
+      "--temperature", "nan"], ["--temperature: must be a finite number >= 0, got nan"]),
+    (["eval", "--policy", "oracle", "--domains", "math/arith-v1", "--n", "2",
+      "--difficulty", "3-1"], ["--difficulty: a range runs low-high", "'3-1'"]),
+    (["eval", "--policy", "oracle", "--domains", "math/nope-v1", "--n", "2"],
+     ["--domains: unknown domain id 'math/nope-v1'"]),
+    (["headroom", "--policy", "bogus", "--domains", "math/arith-v1"],
+     ["--policy: headroom needs a trainable policy", "'bogus'"]),  # before: exit 1
+    (["headroom", "--policy", "hf:", "--domains", "math/arith-v1"],
+     ["--policy: cannot load hf model ''", "empty"]),  # before: the hub's repo-id rules
+    (["headroom", "--policy", "tiny", "--domains", "math/arith-v1", "--probe-steps", "x"],
+     ["'--probe-steps'", "integer"]),
+    (["headroom", "--policy", "tiny", "--domains", "math/arith-v1", "--set", "train.lrr=1"],
+     ["--set: train.lrr: unknown key (did you mean 'lr'?)"]),
+    (["resume"], ["Missing argument 'run_dir'", "polyrl resume --help"]),
+    (["report"], ["Missing argument", "polyrl report --help"]),
+])
+def test_eval_and_headroom_usage_errors_are_one_error_line_exit_2(args, says):
+    one_error_line(polyrl(*args), *says)
+
+
+# -- 4. --set mistakes name the key and the reason ----------------------------------------
+
+@pytest.mark.parametrize("item, says", [
+    ("train.lr", "--set: train.lr: no '=' in 'train.lr': write key.path=value"),
+    ("=3", "--set: no key before '=' in '=3'"),
+    ("train.=3", "--set: train.: an empty key part"),
+    ("train.clip_eps=0.1",
+     "--set: train.clip_eps: unknown key (did you mean 'clip_eps_low' or 'clip_eps_high'?)"),
+    ("train.zzzzzz=1", "--set: train.zzzzzz: unknown key (valid keys: algorithm, steps,"),
+    ("train.steps=abc", "--set: train.steps: must be a valid integer, got 'abc'"),
+    ("train.lora=maybe", "--set: train.lora: must be a valid boolean, got 'maybe'"),
+    ("train=3", "--set: train: is a section, not a value: set one of its keys (algorithm, "),
+    ("domains.0=3", "--set: domains.0: is a section, not a value: set one of its keys (id, "
+                    "weight, difficulty), got 3"),
+    ("run.name=", "--set: run.name: must be a valid string, got null (no value)"),
+])
+def test_set_mistakes_name_the_key_and_why_in_one_line(item, says):
+    one_error_line(polyrl("run", "--print-config", "--set", item), says)
+
+
+def test_set_key_with_spaces_around_it_is_the_key():
+    r = polyrl("run", "--print-config", "--set", "train.steps = 3")
+    assert r.returncode == 0, r.stderr  # before: unknown key 'train.steps '
+    assert "  steps: 3\n" in r.stdout
+
+
+# -- more bad input: no traceback, the option named, refused before any work -------------
+
+def test_run_directory_that_cannot_be_made_is_one_line_not_a_traceback(tmp_path: Path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    one_error_line(polyrl("run", "--run-dir", str(a_file / "run")),
+                   "--run-dir: cannot create", "Not a directory")
+    one_error_line(polyrl("run", "--set", f"run.out_dir={a_file}"),
+                   "run.out_dir: cannot create", "Not a directory")
+
+
+def test_config_file_giving_a_section_a_value_says_so(tmp_path: Path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("train: 3\n")
+    line = one_error_line(polyrl("run", str(cfg), "--print-config"),
+                          f"{cfg}: train: is a section, not a value")
+    assert "TrainSection" not in line  # pydantic's class name said nothing to a user
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("hf:{tmp}/empty", "a directory without config.json"),  # before: transformers' message
+    ("hf:runs/no-such-run/final", "no such directory"),  # before: a hub repo-id error
+])
+def test_eval_of_a_model_directory_that_is_no_model_names_it_at_once(tmp_path: Path, spec, says):
+    (tmp_path / "empty").mkdir()
+    spec = spec.format(tmp=tmp_path)
+    t0 = time.monotonic()
+    r = polyrl("eval", "--policy", spec, "--domains", "math/arith-v1", "--n", "2", cwd=tmp_path)
+    one_error_line(r, f"--policy: cannot load hf model '{spec[3:]}'", says)
+    assert time.monotonic() - t0 < 30  # refused before torch is imported (~0.3 s measured)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--backend", "nope"], "error: --backend: unknown backend 'nope'"),
+    (["--preset", "nope"], "error: --preset: unknown preset 'nope'"),
+    (["--timeout-s", "-1"], "error: --timeout-s: must be a finite number > 0"),
+    (["--max-pids", "2"], "error: --max-pids: must be >= 4"),
+])
+def test_sandbox_exec_names_the_option_not_the_config_key(args, says):
+    one_error_line(polyrl("sandbox", "exec", *args, "--", "true"), says)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["domains", "check", "math/arith-v1", "--n", "0"], "'--n'"),
+    (["run", "a.yaml", "b.yaml"], "Got unexpected extra argument(s) (b.yaml)"),
+    (["nosuchcommand"], "No such command 'nosuchcommand'"),
+    (["sandbox", "doctor", "--bogus"], "No such option: --bogus"),
+])
+def test_click_usage_errors_are_one_error_line(args, says):
+    one_error_line(polyrl(*args), says)
+
+
+def test_resume_with_a_damaged_config_is_refused_before_it_says_resuming(tmp_path: Path):
+    run = new_run(load_config(None), tmp_path / "run")
+    (run / "config.yaml").write_text("train: {lrr: 1}\n")
+    one_error_line(polyrl("resume", str(run)), f"{run / 'config.yaml'}: train.lrr: unknown key")
+    assert read_state(run)["status"] == "created" and (run / STATE_FILE).is_file()
+
+
+def test_resume_whose_model_directory_is_gone_is_refused_at_once(tmp_path: Path):
+    model = tmp_path / "model"
+    run = new_run(load_config(None, ["model.kind=hf", f"model.path={model}"]), tmp_path / "run")
+    one_error_line(polyrl("resume", str(run)), "model.path:", str(model), "no such directory")
+    assert read_state(run)["status"] == "created"
