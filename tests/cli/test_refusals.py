@@ -43,6 +43,31 @@ def test_run_with_a_missing_local_model_is_refused_before_a_run_directory(tmp_pa
     assert not runs.exists()  # before: runs/quickstart-<time>/ was left behind
 
 
+def test_run_on_a_device_this_machine_lacks_is_refused_before_a_run_directory(tmp_path: Path):
+    """Before: a CPU-only torch failed 15 s in with an 80-line 'Torch not compiled with
+    CUDA enabled' traceback and left a failed run directory behind."""
+    import torch
+
+    runs = tmp_path / "runs"
+    device = f"cuda:{torch.cuda.device_count() + 7}"  # past the last, on any machine
+    r = polyrl("run", "--set", f"model.device={device}", "--set", f"run.out_dir={runs}")
+    one_error_line(r, f"--set: model.device: '{device}'", "use 'auto' or 'cpu'")
+    assert not runs.exists()
+
+
+def test_run_with_vllm_where_it_cannot_run_is_refused_before_a_run_directory(tmp_path: Path):
+    """Before: refused after the base model stage (15 s), naming a --policy flag."""
+    from polyrl.rollout.vllm_backend import vllm_unavailable_reason
+
+    reason = vllm_unavailable_reason()
+    if reason is None:
+        pytest.skip("vLLM can run here")
+    runs = tmp_path / "runs"
+    r = polyrl("run", "--set", "rollout.backend=vllm", "--set", f"run.out_dir={runs}")
+    one_error_line(r, "--set: rollout.backend: 'vllm'", reason.split(" (")[0])
+    assert not runs.exists()
+
+
 @pytest.mark.parametrize("kind, says", [("file", "a file, not a model directory"),
                                         ("dir", "a directory without config.json")])
 def test_run_config_file_naming_no_model_names_the_file_key_and_path(tmp_path: Path, kind, says):
