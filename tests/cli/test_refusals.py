@@ -237,6 +237,18 @@ def test_resume_with_a_damaged_config_is_refused_before_it_says_resuming(tmp_pat
     assert read_state(run)["status"] == "created" and (run / STATE_FILE).is_file()
 
 
+def test_resume_with_a_changed_learning_rate_is_refused_before_it_says_resuming(tmp_path: Path):
+    """Before: 'resuming ...' (and a busy-machine note) came first, then the error line."""
+    run = new_run(load_config(None), tmp_path / "run")
+    cfg = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(cfg.replace("\n  lr: 0.0001\n", "\n  lr: 0.5\n", 1))
+    assert "lr: 0.5" in (run / "config.yaml").read_text()
+    line = one_error_line(polyrl("resume", str(run)), f"{run / 'config.yaml'}: train.lr:",
+                          "changed since the run began")
+    assert "resuming" not in line
+    assert read_state(run)["status"] == "created"
+
+
 def test_resume_whose_model_directory_is_gone_is_refused_at_once(tmp_path: Path):
     model = tmp_path / "model"
     run = new_run(load_config(None, ["model.kind=hf", f"model.path={model}"]), tmp_path / "run")

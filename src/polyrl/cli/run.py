@@ -265,5 +265,8 @@ def resume(
     if "base_model" not in st.get("done", []):
         check_model_path(cfg)
     check_machine(cfg)  # resumed on another machine, or torch reinstalled
+    from polyrl.eval.rundir import check_resume_config
+
+    check_resume_config(run_dir, cfg, dict(st))  # a changed train.lr: refused before "resuming"
     log(f"resuming {run_dir} (done: {', '.join(st.get('done', [])) or 'nothing yet'})")
     _finish(run_dir)
