@@ -249,6 +249,17 @@ def test_resume_with_a_changed_learning_rate_is_refused_before_it_says_resuming(
     assert read_state(run)["status"] == "created"
 
 
+def test_resume_of_a_run_in_use_is_refused_before_it_says_resuming(tmp_path: Path):
+    """Before: 'resuming ...' (and a busy-machine note) came first, then the error line."""
+    from polyrl.eval.rundir import run_lock
+
+    run = new_run(load_config(None), tmp_path / "run")
+    with run_lock(run):  # this process holds it: the resume is another process
+        line = one_error_line(polyrl("resume", str(run)), "is in use by another polyrl process")
+    assert "resuming" not in line
+    assert read_state(run)["status"] == "created"
+
+
 def test_resume_whose_model_directory_is_gone_is_refused_at_once(tmp_path: Path):
     model = tmp_path / "model"
     run = new_run(load_config(None, ["model.kind=hf", f"model.path={model}"]), tmp_path / "run")

@@ -265,8 +265,13 @@ def resume(
     if "base_model" not in st.get("done", []):
         check_model_path(cfg)
     check_machine(cfg)  # resumed on another machine, or torch reinstalled
-    from polyrl.eval.rundir import check_resume_config
+    from polyrl.eval.rundir import RunBusyError, check_resume_config, run_lock
 
     check_resume_config(run_dir, cfg, dict(st))  # a changed train.lr: refused before "resuming"
+    try:  # a directory in use, too (the session takes the lock again for good)
+        with run_lock(run_dir):
+            pass
+    except RunBusyError as e:
+        fail(str(e), code=2)
     log(f"resuming {run_dir} (done: {', '.join(st.get('done', [])) or 'nothing yet'})")
     _finish(run_dir)
