@@ -53,6 +53,10 @@ def test_run_on_a_device_this_machine_lacks_is_refused_before_a_run_directory(tm
     r = polyrl("run", "--set", f"model.device={device}", "--set", f"run.out_dir={runs}")
     one_error_line(r, f"--set: model.device: '{device}'", "use 'auto' or 'cpu'")
     assert not runs.exists()
+    # headroom trains with the same config: it failed alike (a traceback)
+    r = polyrl("headroom", "--policy", "tiny", "--domains", "math/arith-v1",
+               "--set", f"model.device={device}")
+    one_error_line(r, f"--set: model.device: '{device}'", "use 'auto' or 'cpu'")
 
 
 def test_run_with_vllm_where_it_cannot_run_is_refused_before_a_run_directory(tmp_path: Path):
