@@ -109,6 +109,54 @@ def test_truncate_observation() -> None:
     assert len(t) <= 40 and t.startswith("h") and t.endswith("t")
 
 
+@pytest.mark.parametrize("size,limit", [(100, 40), (1000, 40), (99_990, 60), (1000, 31),
+                                        (1000, 30), (1000, 10), (1000, 0)])
+def test_truncation_marker_counts_what_it_left_out_and_fits(size: int, limit: int) -> None:
+    """The marker said len(text) - max_chars (1000 chars at 40: '960 truncated') while
+    989 were left out, and a limit below the marker's length returned the marker alone
+    (29 chars for max_chars=10)."""
+    text = "".join(chr(ord("a") + i % 26) for i in range(size))
+    t = truncate_observation(text, limit)
+    assert len(t) <= limit
+    if "chars truncated" in t:
+        head, rest = t.split("\n...[", 1)
+        n, tail = rest.split(" chars truncated]...\n", 1)
+        assert int(n) == size - len(head) - len(tail)
+        assert text.startswith(head) and text.endswith(tail)
+    else:
+        assert t == text[:limit]
+
+
+def test_a_turn_ended_on_an_end_of_turn_token_is_not_closed_twice() -> None:
+    """A policy that stops on an end-of-turn token the tokenizer does not call its EOS
+    (Gemma's <end_of_turn>, Phi-3's <|end|>: in the generation config's eos ids) had the
+    template's closing token added again as an environment token: the next turn
+    conditioned on 'hi<|end|><|end|>', a context the chat template never produces."""
+    from polyrl.models.tiny import build_byte_tokenizer
+
+    tok = build_byte_tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<|end|>"]})
+    tok.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'assistant' %}A: {{ m['content'] }}<|end|>\n"
+        "{% else %}Q: {{ m['content'] }}\n{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}A: {% endif %}")
+    task = make_task(0, "go")
+    ep = run_episode(ScriptedPolicy(["hi<|end|>", "ok"], tokenizer=tok), ShellEnv(first=""),
+                     task, max_turns=2)
+    assert ep.turns[0].token_ids[-1] == tok.convert_tokens_to_ids("<|end|>")
+    ids, _, mask = ep.flat_tokens()
+    msgs = [*task.prompt, {"role": "assistant", "content": "hi"},
+            {"role": "tool", "content": ep.turns[1].content}]
+    expect = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + "ok"
+    assert tok.decode(ep.prompt_token_ids + ids) == expect
+    # a turn ended by an ordinary token keeps the template's whole closing
+    ep = run_episode(ScriptedPolicy(["hi", "ok"], tokenizer=tok), ShellEnv(first=""), task,
+                     max_turns=2)
+    msgs[-1] = {"role": "tool", "content": ep.turns[1].content}
+    expect = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True) + "ok"
+    assert tok.decode(ep.prompt_token_ids + ep.flat_tokens()[0]) == expect
+
+
 def test_episode_seed_per_sample(hf_policy: HFPolicy) -> None:
     sp = SamplingParams(seed=11)
     runs = [run_episode(hf_policy, ShellEnv(), make_task(0), max_turns=2, max_tokens_per_turn=6,

@@ -41,3 +41,17 @@ def test_render_plain_text_without_template(hf_policy: HFPolicy) -> None:
     finally:
         tok.chat_template = saved
     assert tok.decode(ids, skip_special_tokens=True) == "s\nhi\n"
+
+
+def test_vllm_requests_of_different_prompts_get_different_seeds() -> None:
+    """One seeded ``SamplingParams`` for every prompt gave each prompt vLLM's same random
+    numbers; each prompt's request now has its own seed, ``seed + i * n`` (no vLLM here:
+    the keyword arguments the backend builds its requests from are checked)."""
+    from polyrl.rollout import SamplingParams
+    from polyrl.rollout.vllm_backend import sampling_kwargs
+
+    kws = sampling_kwargs(3, 4, SamplingParams(temperature=0.7, max_tokens=5, seed=11))
+    assert [kw["seed"] for kw in kws] == [11, 15, 19]
+    assert all(kw["n"] == 4 and kw["max_tokens"] == 5 and kw["logprobs"] == 0 for kw in kws)
+    unseeded = sampling_kwargs(2, 4, SamplingParams(temperature=0.7, max_tokens=5))
+    assert [kw["seed"] for kw in unseeded] == [None, None]

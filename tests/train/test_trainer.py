@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -275,3 +276,23 @@ def test_the_lora_path_raises_no_future_or_deprecation_warning(tmp_path, checkpo
         Trainer(cfg, tiny_policy(), domains(), tmp_path).fit(steps=1)
         resumed = Trainer.resume(cfg, tiny_policy(), domains(), tmp_path)
     assert resumed.step == 1
+
+
+def test_episodes_of_different_tasks_draw_their_own_random_numbers(tmp_path):
+    """The j-th episodes of every task in a step were seeded alike (run_episode offsets
+    the step's seed by j and turn only): two tasks asking the same thing got the very same
+    episodes, and any two tasks' j-th samples shared their sampling noise."""
+    from .conftest import GuessDomain
+
+    cfg = RunConfig.model_validate({
+        "run": {"seed": 3}, "rollout": {"group_size": 3, "max_new_tokens": 4, "max_turns": 2},
+        "domains": [{"id": "test/guess-v1"}], "train": {"prompts_per_step": 2}})
+    trainer = Trainer(cfg, tiny_policy(), [GuessDomain("test/guess-v1")], tmp_path)
+    task = next(trainer.domains["test/guess-v1"].tasks("train", n=1))
+    twin = dataclasses.replace(task, id=task.id + "-twin")
+    episodes = trainer.generate([task, twin])
+    first, second = ([e.flat_tokens()[0] for e in episodes[k:k + 3]] for k in (0, 3))
+    assert len(set(map(tuple, first))) > 1  # the group's samples differ
+    assert first != second
+    again = trainer.generate([task, twin])
+    assert [e.flat_tokens()[0] for e in again[:3]] == first

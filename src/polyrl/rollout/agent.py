@@ -86,28 +86,41 @@ def _as_call(obj: Any) -> ToolCall | None:
 def truncate_observation(text: str, max_chars: int) -> str:
     """Keep the head and tail of ``text`` within ``max_chars`` characters.
 
-    The middle is replaced by ``...[N chars truncated]...``; text within the
-    limit is returned unchanged.
+    The middle is replaced by ``...[N chars truncated]...``, N the characters
+    actually left out; text within the limit is returned unchanged. A limit too
+    small to hold the marker keeps the first ``max_chars`` characters.
     """
     if len(text) <= max_chars:
         return text
-    marker = f"\n...[{len(text) - max_chars} chars truncated]...\n"
-    keep = max(0, max_chars - len(marker))
+    removed = len(text) - max_chars
+    while True:  # the marker's own length decides how much goes: at most 3 rounds
+        marker = f"\n...[{removed} chars truncated]...\n"
+        keep = max_chars - len(marker)
+        if keep < 0:
+            return text[:max(0, max_chars)]
+        if len(text) - keep == removed:
+            break
+        removed = len(text) - keep
     head = keep // 2
     return text[:head] + marker + text[len(text) - (keep - head):]
 
 
 def env_turn_ids(
-    tokenizer: Any, history: list[Message], assistant_text: str, ended_with_eos: bool,
+    tokenizer: Any, history: list[Message], assistant_text: str, sampled_end: str,
     observation: Message,
 ) -> list[int]:
     """Token ids of an environment turn appended after a sampled assistant turn.
 
     With a chat template: whatever the template puts after the assistant's text
-    (turn closing, e.g. EOS when the model did not sample it), the observation
-    message, and the next generation prompt -- found by rendering the
-    conversation with and without the new message. Without a template (or one
-    that rewrites earlier turns): ``"\\n" + content + "\\n"``.
+    (turn closing, e.g. EOS or an end-of-turn token, less the one the model
+    sampled: ``sampled_end``), the observation message, and the next generation
+    prompt -- found by rendering the conversation with and without the new
+    message. Without a template (or one that rewrites earlier turns):
+    ``"\\n" + content + "\\n"``.
+
+    Args:
+        sampled_end: the text of the special token that ended the sampled turn
+            (``sampled_end_text``), "" when it ended on an ordinary token.
     """
     def encode(text: str) -> list[int]:
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -126,10 +139,25 @@ def env_turn_ids(
             and rendered.startswith(assistant_text)):
         return encode(fallback)
     closing = rendered[len(assistant_text):]
-    eos = tokenizer.eos_token or ""
-    if ended_with_eos and eos and closing.startswith(eos):
-        closing = closing[len(eos):]
+    if sampled_end and closing.startswith(sampled_end):
+        closing = closing[len(sampled_end):]
     return encode(closing + after[len(before):])
+
+
+def sampled_end_text(tokenizer: Any, token_ids: list[int]) -> str:
+    """The text of the special token a sampled turn ended with (its EOS, or an
+    end-of-turn token such as Gemma's ``<end_of_turn>`` or Phi-3's ``<|end|>`` that the
+    policy stops on but the tokenizer does not name ``eos_token``), else "".
+
+    A special token is one that ``decode(..., skip_special_tokens=True)`` drops: the
+    turn's text content lacks it, so the template's turn closing must not add it again.
+    """
+    if tokenizer is None or not token_ids:
+        return ""
+    last = [int(token_ids[-1])]
+    if tokenizer.decode(last, skip_special_tokens=True):
+        return ""  # an ordinary token: part of the turn's content
+    return tokenizer.decode(last)
 
 
 def run_episode(
@@ -195,7 +223,7 @@ def run_episode(
             turn_sampling = turn_sampling.replace(seed=sampling.seed + 1_000_003 * sample_index
                                                   + 7919 * turn)
         c = policy.generate_turn(task, context, turn, turn_sampling, messages=messages)
-        eos_ended = bool(c.token_ids) and tok is not None and c.token_ids[-1] == tok.eos_token_id
+        sampled_end = sampled_end_text(tok, c.token_ids)
         content = tok.decode(c.token_ids, skip_special_tokens=True) if tok and c.token_ids else c.text
         # Logprobs without the matching token ids (a text-only server) would shift
         # every later entry of ``flat_tokens``: keep them only when they line up.
@@ -220,7 +248,7 @@ def run_episode(
             break
         obs_msg = {"role": str(info.get("observation_role", "user")),
                    "content": truncate_observation(str(obs), observation_max_chars)}
-        env_ids = env_turn_ids(tok, messages, content, eos_ended, obs_msg) if tok else []
+        env_ids = env_turn_ids(tok, messages, content, sampled_end, obs_msg) if tok else []
         messages += [{"role": "assistant", "content": content}, obs_msg]
         if used + len(env_ids) >= max_total_tokens or \
                 (window and len(context) + len(env_ids) >= window):

@@ -38,6 +38,28 @@ def vllm_unavailable_reason() -> str | None:
     return None
 
 
+def sampling_kwargs(n_prompts: int, n: int, sampling: SamplingParams) -> list[dict[str, Any]]:
+    """Keyword arguments of ``vllm.SamplingParams``, one dict per prompt.
+
+    A seeded request draws from its own generator seeded with its ``seed``: one seed for
+    every prompt gave every prompt the same random numbers (correlated samples across a
+    step's prompts). Prompt ``i`` gets ``seed + i * n``, as the OpenAI-compatible client
+    seeds its ``i * n + j``-th request; vLLM derives the ``n`` samples of one request.
+
+    Args:
+        n_prompts: how many prompts (``>= 0``).
+        n: samples per prompt.
+        sampling: the step's sampling settings; ``seed`` None = unseeded.
+    """
+    out = []
+    for i in range(n_prompts):
+        seed = None if sampling.seed is None else sampling.seed + i * n
+        out.append(dict(n=n, temperature=sampling.temperature, top_p=sampling.top_p,
+                        max_tokens=sampling.max_tokens, stop=list(sampling.stop) or None,
+                        seed=seed, logprobs=0))
+    return out
+
+
 class VLLMPolicy(Policy):
     """Sample with an in-process ``vllm.LLM``.
 
@@ -80,11 +102,8 @@ class VLLMPolicy(Policy):
     ) -> list[Completion]:
         """See ``Policy.generate_from_tokens``."""
         check_n(n)
-        params = self._vllm.SamplingParams(
-            n=n, temperature=sampling.temperature, top_p=sampling.top_p,
-            max_tokens=sampling.max_tokens, stop=list(sampling.stop) or None,
-            seed=sampling.seed, logprobs=0,
-        )
+        params = [self._vllm.SamplingParams(**kw)
+                  for kw in sampling_kwargs(len(prompt_token_ids), n, sampling)]
         prompts = [{"prompt_token_ids": list(p)} for p in prompt_token_ids]
         results = self.llm.generate(prompts, params, use_tqdm=False)
         out = []

@@ -144,7 +144,8 @@ class Trainer:
         Single-turn tasks go to ``policy.generate`` in one batch; tasks of multi-turn
         domains run G episodes each (``polyrl.rollout.run_episode``; all G with the
         same env seed, so the group shares its problem). The sampler is seeded by
-        (run seed, step), so a resumed run samples what the uninterrupted one would.
+        (run seed, step), an episode's also by its task's place in ``tasks``, so a resumed
+        run samples what the uninterrupted one would.
         """
         from polyrl.rollout import SamplingParams
 
@@ -171,6 +172,9 @@ class Trainer:
 
         r = self.cfg.rollout
         env_seed = (self.cfg.run.seed * 7_919 + self.step * 1_009 + i) % (2**31)
+        if sampling.seed is not None:  # run_episode offsets it by j and turn only: without
+            # i, the j-th episodes of every task drew the same random numbers
+            sampling = sampling.replace(seed=(sampling.seed + 15_485_863 * (i + 1)) % (2**31))
         try:
             with self.domains[task.domain].env(task) as env:
                 return run_episode(self.policy, env, task, max_turns=r.max_turns,
