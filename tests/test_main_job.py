@@ -165,8 +165,13 @@ def test_a_stopped_run_resumes(tmp_path: Path, cache: str, sig: signal.Signals):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == resumed_from + 2
     stopped = [n for n in summary["notes"] if "was stopped by" in n]
-    if sig == signal.SIGKILL:  # no word from it
+    if sig == signal.SIGKILL:  # no word from it; the resumed session says what it redid
         assert not stopped, summary["notes"]
+        killed = [n for n in summary["notes"] if "without a clean stop" in n]
+        assert len(killed) == 1 and killed[0].startswith(
+            "session 1 ended without a clean stop (killed, e.g. by SIGKILL or power loss) "
+            f"during RL, after step {done_steps}; session 2 "), summary["notes"]
+        assert f"from the checkpoint at step {resumed_from}" in killed[0], killed
     else:  # the signal that stopped RL, on record once, in every output
         what = "Ctrl-C" if sig == signal.SIGINT else "SIGTERM"
         assert stopped == [f"session 1 was stopped by {what} during RL, after step "

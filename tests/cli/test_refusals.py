@@ -4,10 +4,16 @@ real run directories)."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
+import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,9 +23,10 @@ from polyrl.eval.rundir import STATE_FILE, new_run, read_state, write_state
 
 
 def polyrl(*args: str, cwd: Path | None = None, timeout: float = 300,
-           python: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+           python: tuple[str, ...] = (), env: dict[str, str] | None = None
+           ) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *python, "-m", "polyrl", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+                          text=True, timeout=timeout, cwd=cwd, env=env)
 
 
 def one_error_line(r: subprocess.CompletedProcess, *says: str) -> str:
@@ -269,3 +276,185 @@ def test_resume_whose_model_directory_is_gone_is_refused_at_once(tmp_path: Path)
     run = new_run(load_config(None, ["model.kind=hf", f"model.path={model}"]), tmp_path / "run")
     one_error_line(polyrl("resume", str(run)), "model.path:", str(model), "no such directory")
     assert read_state(run)["status"] == "created"
+
+
+# -- a hub model id: refused at once when neither cached nor on a reachable hub ----------
+
+def _hub_env(cache: Path, **extra: str) -> dict[str, str]:
+    """This environment with ``cache`` as the Hugging Face hub cache, neither offline
+    nor any endpoint but ``extra``'s."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT")}
+    return {**env, "HF_HUB_CACHE": str(cache), **extra}
+
+
+def _closed_port() -> int:
+    """A local TCP port nothing listens on (connections to it are refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+HUB_ID = "some-org/some-model"
+
+HUB_COMMANDS = {
+    "run": ["run", "--set", "model.kind=hf", "--set", f"model.path={HUB_ID}"],
+    "eval": ["eval", "--policy", f"hf:{HUB_ID}", "--domains", "math/arith-v1", "--n", "2"],
+    "headroom": ["headroom", "--policy", f"hf:{HUB_ID}", "--domains", "math/arith-v1"],
+}
+"""Each command that loads ``model.path`` or an ``hf:`` policy, given the hub id."""
+
+HUB_KEY = {"run": f"--set: model.path: '{HUB_ID}': ",
+           "eval": f"--policy: cannot load hf model '{HUB_ID}': ",
+           "headroom": f"--policy: cannot load hf model '{HUB_ID}': "}
+
+
+@pytest.mark.parametrize("command", list(HUB_COMMANDS))
+@pytest.mark.parametrize("hub", ["offline", "closed-port"])
+def test_an_uncached_hub_id_without_a_hub_is_refused_at_once(tmp_path: Path, command, hub):
+    """Before: ~62 s (run), ~53 s (eval, headroom) of retries, then transformers'
+    message under the key 'policy:', and `run` left a failed run directory."""
+    extra = ({"HF_HUB_OFFLINE": "1"} if hub == "offline"
+             else {"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"})
+    t0 = time.monotonic()
+    r = polyrl(*HUB_COMMANDS[command], cwd=tmp_path, env=_hub_env(tmp_path / "hub", **extra))
+    wall_s = time.monotonic() - t0
+    why = ("HF_HUB_OFFLINE=1 (offline) forbids downloading it" if hub == "offline"
+           else "cannot be reached (no network?")
+    one_error_line(r, HUB_KEY[command], "not in the local Hugging Face cache", why)
+    assert not (tmp_path / "runs").exists()
+    assert wall_s < 10, wall_s  # ~0.8 s measured
+
+
+@contextlib.contextmanager
+def _fake_hub(status: int, error_code: str | None = None) -> Iterator[str]:
+    """A local HTTP server that answers every HEAD as the hub does for a missing (or
+    private) repository (401 ``RepoNotFound``), a gated one (403 ``GatedRepo``)...;
+    yields its endpoint URL."""
+
+    class Hub(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:  # noqa: N802 -- the handler's name
+            self.send_response(status)
+            if error_code:
+                self.send_header("X-Error-Code", error_code)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("status, code, says", [
+    (401, "RepoNotFound", "not found on http://127.0.0.1:"),
+    (403, "GatedRepo", "a gated model on http://127.0.0.1:"),
+    (404, "EntryNotFound", "holds no config.json or adapter_config.json"),
+])
+def test_a_hub_id_the_hub_has_not_is_refused_before_a_run_directory(tmp_path: Path, status,
+                                                                    code, says):
+    with _fake_hub(status, code) as endpoint:
+        r = polyrl(*HUB_COMMANDS["run"], cwd=tmp_path,
+                   env=_hub_env(tmp_path / "hub", HF_ENDPOINT=endpoint))
+    one_error_line(r, HUB_KEY["run"], says)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_hub_that_does_not_answer_costs_seconds_not_a_minute(tmp_path: Path):
+    """A port that takes connections and never answers (a network that drops them):
+    the probe gives up after its timeout (3 s), with no retries (measured: 3.5 s)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshakes; nobody ever reads
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        t0 = time.monotonic()
+        r = polyrl(*HUB_COMMANDS["run"], cwd=tmp_path,
+                   env=_hub_env(tmp_path / "hub", HF_ENDPOINT=endpoint))
+        wall_s = time.monotonic() - t0
+    one_error_line(r, HUB_KEY["run"], "cannot be reached (no network?")
+    assert not (tmp_path / "runs").exists() and wall_s < 10, wall_s
+
+
+@pytest.fixture(scope="module")
+def hub_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Hugging Face hub cache holding ``tiny-org/tiny-model`` as a download leaves it:
+    ``models--tiny-org--tiny-model/refs/main`` naming a snapshot that holds the files
+    (here a tiny byte-level model saved with ``save_pretrained``)."""
+    from polyrl.models.tiny import save_tiny
+
+    cache = tmp_path_factory.mktemp("hub")
+    repo, commit = cache / "models--tiny-org--tiny-model", "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    save_tiny(repo / "snapshots" / commit, seed=0, num_layers=1, hidden_size=32,
+              num_heads=2, intermediate_size=64)
+    return cache
+
+
+@pytest.mark.parametrize("hub", ["offline", "closed-port"])
+def test_a_cached_hub_id_still_loads_without_a_hub(tmp_path: Path, hub_cache: Path, hub):
+    """Offline (HF_HUB_OFFLINE=1) it loads from the cache as before. With no hub to
+    reach and no flag, the probe's failure turns this process offline: transformers
+    then read the cache at once (before: 2 min 49 s of retries, then the result)."""
+    extra = ({"HF_HUB_OFFLINE": "1"} if hub == "offline"
+             else {"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"})
+    env = _hub_env(hub_cache, **extra)
+    t0 = time.monotonic()
+    r = polyrl("eval", "--policy", "hf:tiny-org/tiny-model", "--domains", "math/arith-v1",
+               "--n", "2", "--max-tokens", "4", "--difficulty", "1", cwd=tmp_path, env=env)
+    wall_s = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.startswith("math/arith-v1            n=2 "), r.stdout
+    assert ("loading 'tiny-org/tiny-model' from the local Hugging Face cache" in r.stderr) \
+        == (hub == "closed-port"), r.stderr
+    assert wall_s < 60, wall_s  # ~6 s measured
+    # polyrl run's check lets it pass too: it gets as far as making its run directory
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    r = polyrl("--quiet", "run", "--set", "model.kind=hf", "--set",
+               "model.path=tiny-org/tiny-model", "--run-dir", str(a_file / "run"),
+               cwd=tmp_path, env=env)
+    one_error_line(r, "--run-dir: cannot create")
+
+
+# -- a malformed --policy: refused before torch is imported -------------------------------
+
+@pytest.mark.parametrize("spec, says", [
+    ("hf:", "missing the part after ':' in 'hf:'"),  # before: ~5.8 s (torch, transformers)
+    ("HF: ", "missing the part after ':'"),
+    ("vllm:", "missing the part after ':' in 'vllm:'"),
+    ("samples:", "missing the part after ':' in 'samples:'"),
+    ("samples:no-such.jsonl", "samples file 'no-such.jsonl': no such file"),
+    ("openai:", "missing the part after ':' in 'openai:'"),
+    ("openai:localhost:8000", "expected openai:http(s)://HOST:PORT[/v1]#MODEL"),
+    ("openai:http://localhost:8000", "expected openai:http(s)://HOST:PORT[/v1]#MODEL"),
+    ("oracle:x", "'oracle' takes no argument"),
+    ("", "unknown policy kind ''"),
+    ("bogus:x", "unknown policy kind 'bogus'"),
+])
+def test_a_malformed_policy_is_refused_before_torch_is_imported(tmp_path: Path, spec, says):
+    r = polyrl("eval", "--policy", spec, "--domains", "math/arith-v1", "--n", "2",
+               cwd=tmp_path, python=("-X", "importtime"))
+    imported = re.findall(r"^import time:.*\|\s+(\S+)$", r.stderr, re.MULTILINE)
+    heavy = [m for m in imported if m.split(".")[0] in ("torch", "transformers")]
+    assert "polyrl.rollout.spec" in imported and not heavy, heavy[:5]
+    r.stderr = "".join(line for line in r.stderr.splitlines(keepends=True)
+                       if not line.startswith("import time:"))
+    one_error_line(r, f"--policy: {says}")
+
+
+# -- polyrl sandbox exec without a command --------------------------------------------------
+
+@pytest.mark.parametrize("args", [[], ["--json"], ["--json", "--"]])
+def test_sandbox_exec_without_a_command_says_to_give_one_after_the_dashes(args):
+    """Before: click's "Missing argument 'argv'"."""
+    one_error_line(polyrl("sandbox", "exec", *args),
+                   "sandbox exec: a command is needed after --, e.g. "
+                   "`polyrl sandbox exec -- python3 -c 'print(1)'`")

@@ -5,7 +5,11 @@ domain (a few seconds each), read back from ``run_state.json``, ``summary.json``
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
+import time
 from html import escape
 from pathlib import Path
 
@@ -145,3 +149,62 @@ def test_a_stage_run_again_on_resume_repeats_no_note(tmp_path: Path):
     summary = run_main_job(run)
     assert summary["notes"] == state["notes"]
     assert json.loads((run / "run_state.json").read_text())["notes"] == state["notes"]
+
+
+_RUN = ("import sys\nfrom pathlib import Path\nfrom polyrl.eval.pipeline import run_main_job\n"
+        "run_main_job(Path(sys.argv[1]))\n")
+"""A session of the main job in its own process (to be killed)."""
+
+
+def _kill_two_steps_past_a_checkpoint(p: subprocess.Popen, run: Path) -> int:
+    """SIGKILL ``p`` while its ``run_state.json`` counts 5, 8, 11 ... RL steps (with
+    ``train.checkpoint_every=3``: two steps past the last checkpoint, at least one
+    checkpoint). Each look happens with ``p`` stopped (SIGSTOP), so what is read is
+    what the kill leaves. Returns that step count."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()[1][-3000:]
+        os.kill(p.pid, signal.SIGSTOP)
+        try:
+            steps = json.loads((run / "run_state.json").read_text()).get("steps") or 0
+        except ValueError:  # never torn (written atomically), but be safe
+            steps = 0
+        if steps >= 5 and steps % 3 == 2:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+            return steps
+        os.kill(p.pid, signal.SIGCONT)
+        time.sleep(0.02)
+    raise AssertionError("RL never reached step 5, 8, 11 ... in 120 s")
+
+
+def test_a_run_killed_outright_says_so_and_which_steps_were_redone(tmp_path: Path):
+    """kill -9 (or a power loss) during RL left no trace in the notes: the resumed run's
+    time figures silently included the steps redone from the last checkpoint."""
+    run = _run_dir(tmp_path, *FULL_WARM_START, "train.steps=100000", "run.time_budget_s=0",
+                   "train.checkpoint_every=3")
+    p = subprocess.Popen([sys.executable, "-c", _RUN, str(run)], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        reached = _kill_two_steps_past_a_checkpoint(p, run)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == -signal.SIGKILL
+    state = json.loads((run / "run_state.json").read_text())
+    assert state["status"] == "running" and state.get("notes") == []  # no word from it
+    ckpt = (run / "checkpoints" / "latest").read_text().strip()
+    assert ckpt == f"step-{reached - 2}"
+    cfg = (run / "config.yaml").read_text()  # finish soon after (a resume may change it)
+    (run / "config.yaml").write_text(cfg.replace("steps: 100000", f"steps: {reached + 1}", 1))
+
+    summary = run_main_job(run)
+    state_notes, notes, md, html = _outputs(run)
+    assert state_notes == notes == summary["notes"] and summary["steps"] == reached + 1
+    killed = (f"session 1 ended without a clean stop (killed, e.g. by SIGKILL or power loss) "
+              f"during RL, after step {reached}; session 2 redid steps {reached - 1} to "
+              f"{reached} from the checkpoint at step {reached - 2}: the run's time figures "
+              "include the work redone")
+    assert notes == [killed], notes
+    assert f"- {killed}\n" in md and f"<li>{escape(killed)}</li>" in html

@@ -173,3 +173,22 @@ def test_notes_that_are_not_a_list_of_strings_are_named(run_dir: Path):
         (run_dir / "summary.json").write_text(json.dumps({**summary, "notes": bad}))
         with pytest.raises(ValueError, match="summary.json: notes: not a list of strings"):
             report(run_dir)
+
+
+def test_the_replay_buffers_memory_is_plotted_with_the_training_figures_when_logged(run_dir):
+    """The trainer logs ``replay/mib`` every step; the report drew it nowhere."""
+    html = report(run_dir).read_text()  # the fixture's metrics hold no replay figures
+    with Image.open(run_dir / "plots" / "throughput.png") as im:
+        width = im.size[0]
+    assert "replay buffer memory" not in html and "<td>replay/mib</td>" not in html
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    with open(run_dir / "metrics.jsonl", "w") as f:
+        for rec in records:
+            rec.update({"replay/size": min(rec["step"], 16), "replay/mib": 0.02 * rec["step"]})
+            f.write(json.dumps(rec) + "\n")
+    html = report(run_dir).read_text()
+    with Image.open(run_dir / "plots" / "throughput.png") as im:
+        assert im.size[0] > width * 1.3  # a third panel: the replay buffer
+    assert "Scoring time and token throughput; replay buffer memory" in html
+    assert "<tr><td>replay/mib</td><td>0.600</td></tr>" in html  # 0.02 MiB x step 30
+    assert html.count("data:image/png;base64,") == 4

@@ -110,12 +110,7 @@ def eval_(
     _at_least("--temperature", temperature, 0)
     _at_least("--max-tokens", max_tokens, 1)
     _at_least("--workers", workers, 0)
-    if policy.startswith("hf:") and policy[3:]:
-        from polyrl.models import local_model_problem
-
-        problem = local_model_problem(policy[3:])
-        if problem:
-            fail(f"--policy: cannot load hf model {policy[3:]!r}: {problem}", 2)
+    kind = _check_policy(policy)
     if results_out is not None and results_out.is_dir():
         fail(f"--results-out: {results_out} is a directory; give a file path", 2)
     if results_out is not None:
@@ -131,7 +126,7 @@ def eval_(
     from polyrl.rollout import SamplingParams, make_policy
     from polyrl.scheduler import Scheduler
 
-    if policy.startswith(("hf:", "vllm:")):  # the eval bar below is the only one
+    if kind in ("hf", "vllm"):  # the eval bar below is the only one
         from polyrl.eval.setup import silence_transformers_bars
 
         silence_transformers_bars()
@@ -140,7 +135,7 @@ def eval_(
         sampling = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
     except ValueError as e:
         fail(str(e))
-    if levels is None and policy.startswith("hf:"):
+    if levels is None and kind == "hf":
         log("note: tasks of every difficulty level are drawn; a run's own eval used its "
             "config's levels (the quickstart's: 1): add --difficulty 1 to compare with "
             "its report")
@@ -177,18 +172,41 @@ def eval_(
         log(f"wrote {len(rep.rows)} rows to {results_out}")
 
 
+def _check_policy(policy: str) -> str:
+    """The kind of ``--policy`` (``hf``, ``samples`` ...), after a usage error (one line,
+    exit 2) for a malformed spec (``polyrl.rollout.spec.parse_spec``: ``hf:``, ``bogus``,
+    ``openai:localhost``), an ``hf:`` model that cannot be loaded (``model_problem``: a
+    missing directory, a hub id neither cached nor on a reachable hub) or a
+    ``samples:`` file that is not there. No torch: before, ``hf:`` was refused after
+    ~6 s of imports, a hub id without network after ~53 s of retries."""
+    from polyrl.models import model_problem
+    from polyrl.rollout.spec import parse_spec
+
+    kind, arg = parse_spec(policy)
+    if kind == "hf":
+        problem = model_problem(arg, log=log)
+        if problem:
+            fail(f"--policy: cannot load hf model {arg!r}: {problem}", 2)
+    if kind == "samples" and not Path(arg).expanduser().is_file():
+        why = "a directory, not a file" if Path(arg).expanduser().is_dir() else "no such file"
+        fail(f"--policy: samples file {arg!r}: {why}", 2)
+    return kind
+
+
 def _check_trainable(policy: str) -> None:
     """A usage error (one line, exit 2) naming ``--policy`` unless it is ``tiny`` or
-    ``hf:`` a model directory that is there (or a name that may be a hub id): before,
-    ``bogus`` exited 1 and ``hf:`` passed an empty path on to the hub's message."""
-    from polyrl.models import local_model_problem
+    ``hf:`` a model that can be loaded (``model_problem``: a model directory that is
+    there, a hub id in the local cache or on a reachable hub): before, ``bogus``
+    exited 1, ``hf:`` passed an empty path on to the hub's message, and a hub id
+    without network was refused after ~54 s of retries."""
+    from polyrl.models import model_problem
 
     if policy == "tiny":
         return
     if not policy.startswith("hf:"):
         fail(f"--policy: headroom needs a trainable policy: 'hf:PATH' or 'tiny', got "
              f"{policy!r}", 2)
-    problem = local_model_problem(policy[3:])
+    problem = model_problem(policy[3:], log=log)
     if problem:
         fail(f"--policy: cannot load hf model {policy[3:]!r}: {problem}", 2)
 

@@ -162,7 +162,8 @@ def run(
     if print_config:
         typer.echo(dump_config(cfg), nl=False)
         return
-    check_model_path(cfg)  # so does a model directory that is not there
+    check_model_path(cfg)  # so does a model directory that is not there, or a hub id
+    # neither cached nor on a reachable hub
     check_machine(cfg)  # and a device or backend this machine lacks
     from polyrl.eval.rundir import new_run
 
@@ -179,20 +180,24 @@ def run(
 
 
 def check_model_path(cfg: RunConfig) -> None:
-    """Refuse a run whose ``model.path`` (``model.kind: hf``) names a local model
-    directory that is not there, or is a file, or holds no model: before, the run made
-    its directory and failed in its first stage, leaving ``runs/<id>/`` behind. A
-    name that may be a hub id passes (the hub answers only when it is loaded).
+    """Refuse a run whose ``model.path`` (``model.kind: hf``) cannot be loaded, before
+    its run directory is made: a local model directory that is not there, is a file or
+    holds no model (``polyrl.models.local_model_problem``), or a hub id that is neither
+    in the local Hugging Face cache nor on the hub (``hub_model_problem``: one request
+    of at most a few seconds; ``HF_HUB_OFFLINE=1`` refuses an uncached id at once).
+    Before, the run made its directory and failed in its first stage, leaving
+    ``runs/<id>/`` behind; a hub id without network took ~62 s of retries first and
+    named the key ``policy``.
 
     Raises:
         ConfigError: naming where the key was set (the file or ``--set``), the key
-            ``model.path``, the path and why.
+            ``model.path``, the path or id and why.
     """
-    from polyrl.models import local_model_problem
+    from polyrl.models import model_problem
 
     if cfg.model.kind != "hf":
         return
-    problem = local_model_problem(cfg.model.path)
+    problem = model_problem(cfg.model.path, log=log)
     if problem:
         raise ConfigError(cfg.origin("model.path"), "model.path",
                           f"{cfg.model.path!r}: {problem}")

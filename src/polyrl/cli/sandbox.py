@@ -15,7 +15,7 @@ import json
 import typer
 
 from polyrl.cli import app
-from polyrl.cli.common import err_console
+from polyrl.cli.common import err_console, fail
 
 sandbox_app = typer.Typer(help="Run commands in the sandbox; probe the host.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
@@ -53,7 +53,8 @@ def doctor(json_: bool = typer.Option(False, "--json", help="One JSON object on 
     "(read it from the result: exit_code, signal, limit_hit); 1 when the sandbox itself "
     "failed; 2 for bad options."))
 def exec_(
-    argv: list[str] = typer.Argument(..., help="Command to run (after --)."),
+    argv: list[str] | None = typer.Argument(None, help="Command to run (after --).",
+                                            show_default=False),
     backend: str = typer.Option("bwrap", "--backend", help="bwrap | process (no isolation)."),
     preset: str = typer.Option("default", "--preset", help="strict | default | build."),
     timeout_s: float = typer.Option(None, "--timeout-s", help="Wall-clock limit, seconds."),
@@ -63,6 +64,9 @@ def exec_(
     json_: bool = typer.Option(False, "--json", help="ExecResult as JSON on the last line."),
 ) -> None:
     """Run ARGV in the sandbox and print its ExecResult."""
+    if not argv:  # click's "Missing argument 'argv'" named no fix
+        fail("sandbox exec: a command is needed after --, e.g. "
+             "`polyrl sandbox exec -- python3 -c 'print(1)'`", 2)
     from polyrl.errors import ConfigError
     from polyrl.sandbox import Sandbox, resolve_limits
 

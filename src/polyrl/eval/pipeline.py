@@ -18,8 +18,10 @@ interrupted run resumes at the first unfinished stage:
 What a reader must know to trust the figures is kept as the run's *notes*
 (``run_state.json`` ``notes``, as they happen; ``summary.json`` ``notes``, ``summary.md``
 and ``report.html`` show them): the warm start cut short by its time budget, a busy
-machine (``busy_note``), RL stopped by its time budget or by Ctrl-C/SIGTERM, a control
-run (``train.steps`` = 0), and a run that ended with no checkpoint.
+machine (``busy_note``), RL stopped by its time budget or by Ctrl-C/SIGTERM, a session
+killed outright (kill -9, power loss: noted by the session that resumes it, with the RL
+steps it redid), a control run (``train.steps`` = 0), and a run that ended with no
+checkpoint.
 
 Ctrl-C (or SIGTERM) during training finishes the current step, checkpoints and stops;
 a second one stops at once (the last periodic checkpoint stays valid); elsewhere it
@@ -217,11 +219,16 @@ class _Job:
 
     def run(self, busy_note: str | None = None) -> dict[str, Any]:
         """Run the unfinished stages; return ``summary.json``'s content."""
+        # every session that ends records how (done, interrupted, failed): one still
+        # "running" now, under the lock this session holds, was killed outright
+        killed = self.state.get("status") == "running"
         self.state["status"] = "running"
         self.state.setdefault("sessions", 0)
         self.state.setdefault("notes", [])
         self.state["sessions"] += 1
         write_state(self.run_dir, self.state)
+        if killed:
+            self._killed_note()
         if busy_note:  # a resumed session's says which one it was
             session, text = self.state["sessions"], busy_note.removeprefix("note: ")
             self._note(text if session == 1 else f"session {session}: {text}")
@@ -240,6 +247,33 @@ class _Job:
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         report(self.run_dir)  # refresh the wall time shown in the report
         return summary
+
+    def _killed_note(self) -> None:
+        """Note that the previous session ended without a clean stop (kill -9, the OOM
+        killer, a power loss: its status stayed ``running``), in which stage, and what
+        this session redoes: the RL steps after the last checkpoint (``N+1`` to the
+        ``M`` the killed session had recorded), or the whole stage. The run's time
+        figures (``wall_s``, ``train_s``, ``stages_s``) include that redone work; Ctrl-C
+        and SIGTERM stop cleanly and write their own note (``_stopped_note``)."""
+        killed, this = self.state["sessions"] - 1, self.state["sessions"]
+        stage = next((s for s in STAGES if s not in self.state["done"]), STAGES[-1])
+        what = "RL" if stage == "train" else f"the {stage} stage"
+        text = (f"session {killed} ended without a clean stop (killed, e.g. by SIGKILL or "
+                f"power loss) during {what}")
+        if stage == "train":
+            reached, ckpt = int(self.state.get("steps") or 0), _checkpoint_step(self.run_dir)
+            start = f"the checkpoint at step {ckpt}" if ckpt else \
+                "the start (no checkpoint had been written)"
+            redone = f"step {reached}" if reached == ckpt + 1 else \
+                f"steps {ckpt + 1} to {reached}"
+            text += f", after step {reached}" if reached else ", before its first step"
+            if reached > ckpt:
+                text += f"; session {this} redid {redone} from {start}"
+            else:
+                text += f"; session {this} resumed from {start} and lost no step"
+        else:
+            text += f"; session {this} ran that stage again from its start"
+        self._note(f"{text}: the run's time figures include the work redone", log=True)
 
     # -- stages -----------------------------------------------------------------------
     def stage_base_model(self) -> None:
@@ -446,6 +480,19 @@ def _has_checkpoint(root: Path) -> bool:
         return latest_checkpoint(root) is not None
     except FileNotFoundError:  # a pointer at a missing directory: none to use
         return False
+
+
+def _checkpoint_step(run_dir: Path) -> int:
+    """The RL step of ``run_dir``'s latest checkpoint (``checkpoints/step-N``), which a
+    resume continues from; 0 when there is none to use."""
+    from polyrl.train import latest_checkpoint
+
+    try:
+        path = latest_checkpoint(run_dir / "checkpoints")
+    except FileNotFoundError:
+        return 0
+    step = path.name.removeprefix("step-") if path is not None else ""
+    return int(step) if step.isdigit() else 0
 
 
 def _cpu_s() -> float:

@@ -163,12 +163,17 @@ def plot_baseline_vs_post(summary: dict[str, Any], path: Path) -> Path | None:
 
 
 def plot_throughput(records: Sequence[dict[str, Any]], path: Path) -> Path | None:
-    """Two panels: scoring (sandbox) seconds per step, and trained tokens per second."""
+    """Panels of the training run's own figures: scoring (sandbox) and generation
+    seconds per step, trained tokens per second, and, when the records hold
+    ``replay/mib`` (the trainer logs it), the replay buffer's memory in MiB with its
+    group count (``replay/size``) on a second axis."""
     xs_s, sandbox = _series(records, "sandbox_s")
     xs_t, tps = _series(records, "tokens_per_s")
-    if not xs_s and not xs_t:
+    xs_m, mib = _series(records, "replay/mib")
+    if not xs_s and not xs_t and not xs_m:
         return None
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    fig, axes = plt.subplots(1, 3 if xs_m else 2, figsize=(13.5 if xs_m else 9.5, 3.6))
+    a1, a2 = axes[0], axes[1]
     a1.plot(xs_s, sandbox, color="C3")
     xs_g, gen = _series(records, "time/generate_s")
     if xs_g:
@@ -180,7 +185,31 @@ def plot_throughput(records: Sequence[dict[str, Any]], path: Path) -> Path | Non
     a2.plot(xs_t, tps, color="C2")
     a2.set(xlabel="RL step", ylabel="tokens / s", title="Update throughput")
     a2.grid(alpha=0.3)
+    if xs_m:
+        _plot_replay(axes[2], records, xs_m, mib)
     return _save(fig, path)
+
+
+def has_replay_memory(records: Sequence[dict[str, Any]]) -> bool:
+    """Whether any record holds a number for ``replay/mib`` (``plot_throughput`` then
+    draws its replay panel)."""
+    return bool(_series(records, "replay/mib")[0])
+
+
+def _plot_replay(ax: Any, records: Sequence[dict[str, Any]], xs: list[int],
+                 mib: list[float]) -> None:
+    """The replay buffer's memory (``replay/mib``, MiB) over steps on ``ax``, and its
+    size in groups (``replay/size``) dashed on a second y axis when logged."""
+    ax.plot(xs, mib, color="C4", label="memory (MiB)")
+    ax.set(xlabel="RL step", ylabel="MiB", title="Replay buffer", ylim=(0, None))
+    ax.grid(alpha=0.3)
+    xs_n, size = _series(records, "replay/size")
+    if xs_n:
+        twin = ax.twinx()
+        twin.plot(xs_n, size, color="C5", linestyle="--")
+        twin.set(ylabel="groups", ylim=(0, None))
+        ax.plot([], [], color="C5", linestyle="--", label="size (groups)")
+    ax.legend(fontsize=8, loc="upper left")
 
 
 def _save(fig: Any, path: Path) -> Path:

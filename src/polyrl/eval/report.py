@@ -8,7 +8,8 @@ Reads only the run directory:
 - ``config.yaml`` (shown verbatim),
 - ``run_state.json``'s ``notes`` when ``summary.json`` is missing (an unfinished run).
 
-Writes ``plots/{reward,curriculum,baseline_vs_post,throughput}.png``, ``summary.md``
+Writes ``plots/{reward,curriculum,baseline_vs_post,throughput}.png`` (throughput with a
+replay-buffer panel when ``metrics.jsonl`` holds ``replay/mib``), ``summary.md``
 and ``report.html``: a single self-contained page (the PNGs are embedded as data
 URIs, and also kept as files next to it).
 """
@@ -182,6 +183,8 @@ def report(run_dir: Path) -> Path:
     for name, title, fn in PLOTS:
         p = fn(records, plot_dir / f"{name}.png")
         if p is not None:
+            if name == "throughput" and plots.has_replay_memory(records):
+                title += "; replay buffer memory"
             figures.append((title, p))
     (run_dir / "summary.md").write_text(summary_markdown(summary))
     config = (run_dir / "config.yaml").read_text() if (run_dir / "config.yaml").is_file() else ""
@@ -215,7 +218,7 @@ def render_html(summary: dict[str, Any], figures: list[tuple[str, Path]], config
                     f"</figcaption></figure>")
     last = records[-1] if records else {}
     keys = ["step", "reward/mean", "loss/policy", "entropy", "tokens_per_s", "sandbox_s",
-            "time/step_s", "replay/size", "score_errors"]
+            "time/step_s", "replay/size", "replay/mib", "score_errors"]
     metric_rows = "".join(f"<tr><td>{e(k)}</td><td>{fmt(last.get(k), digits=_digits(last.get(k)))}</td></tr>"
                           for k in keys if k in last)
     stages = summary.get("stages_s") or {}

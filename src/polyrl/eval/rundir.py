@@ -10,7 +10,8 @@ does (``signals_interrupt``).
 
 ``run_state.json`` also keeps the run's *notes* (``add_note``): what a reader must know
 to trust its figures (a warm start cut short, a busy machine, RL stopped by its time
-budget or a signal, a control run, no checkpoint). They are written as they happen, so
+budget or a signal, a session killed outright and the steps redone after it, a control
+run, no checkpoint). They are written as they happen, so
 a resumed run keeps its first part's; the report shows them.
 """
 

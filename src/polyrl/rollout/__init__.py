@@ -4,30 +4,55 @@ Backends: ``HFPolicy`` (transformers, in-process), ``OpenAIPolicy`` (any
 OpenAI-compatible server), ``VLLMPolicy`` (in-process vLLM, optional),
 ``OraclePolicy``/``SamplesPolicy``/``ScriptedPolicy`` (replays). ``make_policy``
 builds one from a command-line spec; ``run_episode`` drives a multi-turn env.
+
+The names below are imported on first use (module ``__getattr__``), as ``polyrl.eval``'s
+are: ``HFPolicy`` pulls in torch and transformers (seconds), which ``polyrl.rollout.spec``
+(``parse_spec``) does not need, so ``polyrl eval`` refuses a malformed ``--policy``
+before those imports.
 """
 
-from polyrl.rollout.agent import ToolCall, parse_tool_call, run_episode, truncate_observation
-from polyrl.rollout.base import Policy, PolicyStats, SamplingParams
-from polyrl.rollout.hf import HFPolicy
-from polyrl.rollout.openai_compat import OpenAIPolicy
-from polyrl.rollout.replay import OraclePolicy, SamplesPolicy, ScriptedPolicy
-from polyrl.rollout.spec import SPEC_FORMS, make_policy
-from polyrl.rollout.vllm_backend import VLLMPolicy
+from __future__ import annotations
 
-__all__ = [
-    "SPEC_FORMS",
-    "HFPolicy",
-    "OpenAIPolicy",
-    "OraclePolicy",
-    "Policy",
-    "PolicyStats",
-    "SamplesPolicy",
-    "SamplingParams",
-    "ScriptedPolicy",
-    "ToolCall",
-    "VLLMPolicy",
-    "make_policy",
-    "parse_tool_call",
-    "run_episode",
-    "truncate_observation",
-]
+import importlib
+from typing import Any
+
+_LAZY = {
+    "ToolCall": "agent",
+    "parse_tool_call": "agent",
+    "run_episode": "agent",
+    "truncate_observation": "agent",
+    "Policy": "base",
+    "PolicyStats": "base",
+    "SamplingParams": "base",
+    "HFPolicy": "hf",
+    "OpenAIPolicy": "openai_compat",
+    "OraclePolicy": "replay",
+    "SamplesPolicy": "replay",
+    "ScriptedPolicy": "replay",
+    "SPEC_FORMS": "spec",
+    "make_policy": "spec",
+    "parse_spec": "spec",
+    "VLLMPolicy": "vllm_backend",
+}
+"""Public name -> the submodule of ``polyrl.rollout`` that defines it."""
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its submodule on first use, then keep it.
+
+    Raises:
+        AttributeError: ``name`` is no public name (``from polyrl.rollout import hf``
+            then imports the submodule, as Python does for packages).
+    """
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names and the public ones not imported yet."""
+    return sorted(set(globals()) | set(_LAZY))

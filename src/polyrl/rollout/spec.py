@@ -16,28 +16,50 @@ SPEC_FORMS = ("hf:PATH_OR_ID", "openai:URL#MODEL", "vllm:PATH_OR_ID", "oracle", 
 """The accepted forms of a policy spec."""
 
 
+def parse_spec(spec: str) -> tuple[str, str]:
+    """Split a policy spec into ``(kind, argument)`` and check its form, without
+    loading anything (no torch: the CLI refuses a bad ``--policy`` in a fraction of a
+    second, not after seconds of imports). ``kind`` is lower-cased and stripped;
+    ``oracle`` has the argument ``""``; ``openai``'s is ``URL#MODEL``.
+
+    Raises:
+        ConfigError: key ``--policy``: an unknown kind, a missing or blank part after
+            ``:``, an ``openai:`` spec not of the form ``URL#MODEL``, an ``oracle:ARG``.
+    """
+    kind, _, arg = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind == "oracle" and not arg:
+        return kind, ""
+    if kind not in ("hf", "samples", "openai", "vllm", "oracle"):
+        raise _bad(spec, f"unknown policy kind {kind!r}")
+    if not arg.strip():
+        raise _bad(spec, "missing the part after ':'")
+    if kind == "openai":
+        url, _, model = arg.partition("#")
+        if not url.startswith(("http://", "https://")) or not model:
+            raise _bad(spec, "expected openai:http(s)://HOST:PORT[/v1]#MODEL")
+    if kind == "oracle":
+        raise _bad(spec, "'oracle' takes no argument")
+    return kind, arg
+
+
 def make_policy(spec: str, domains: Mapping[str, Any] | Iterable[Any] | None = None,
                 **kwargs: Any) -> Policy:
     """Build the policy ``spec`` names.
 
     Args:
-        spec: one of ``SPEC_FORMS``.
+        spec: one of ``SPEC_FORMS`` (checked by ``parse_spec``).
         domains: for ``oracle``: ``{id: Domain}`` or Domain objects (others come from
             the registry).
         kwargs: passed to the backend's constructor (e.g. ``device``, ``max_concurrency``).
     Raises:
-        ConfigError: unknown or malformed spec (key ``policy``), unloadable model.
+        ConfigError: unknown or malformed spec (key ``--policy``), unloadable model.
     """
-    kind, _, arg = spec.partition(":")
-    kind = kind.strip().lower()
-    if kind == "oracle" and not arg:
+    kind, arg = parse_spec(spec)
+    if kind == "oracle":
         from polyrl.rollout.replay import OraclePolicy
 
         return OraclePolicy(_domain_map(domains), **kwargs)
-    if kind not in ("hf", "samples", "openai", "vllm", "oracle"):
-        raise _bad(spec, f"unknown policy kind {kind!r}")
-    if not arg:
-        raise _bad(spec, "missing the part after ':'")
     if kind == "hf":
         from polyrl.rollout.hf import HFPolicy
 
@@ -47,17 +69,13 @@ def make_policy(spec: str, domains: Mapping[str, Any] | Iterable[Any] | None = N
 
         return SamplesPolicy(arg, **kwargs)
     if kind == "openai":
-        url, _, model = arg.partition("#")
-        if not url.startswith(("http://", "https://")) or not model:
-            raise _bad(spec, "expected openai:http(s)://HOST:PORT[/v1]#MODEL")
         from polyrl.rollout.openai_compat import OpenAIPolicy
 
+        url, _, model = arg.partition("#")
         return OpenAIPolicy(url, model, **kwargs)
-    if kind == "vllm":
-        from polyrl.rollout.vllm_backend import VLLMPolicy
+    from polyrl.rollout.vllm_backend import VLLMPolicy
 
-        return VLLMPolicy(arg, **kwargs)
-    raise _bad(spec, "'oracle' takes no argument")
+    return VLLMPolicy(arg, **kwargs)
 
 
 def _bad(spec: str, why: str) -> ConfigError:
