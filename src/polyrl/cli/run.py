@@ -113,19 +113,33 @@ def _running_here() -> int:
     return max(1, n)
 
 
-def _finish(run_dir: Path) -> None:
-    from polyrl.eval.pipeline import RunBusyError, RunInterrupted, run_main_job
+def _finish(run_dir: Path, first_line: str) -> None:
+    """Log ``first_line``, then run (or resume) the main job in ``run_dir``; exit 130 on
+    Ctrl-C or SIGTERM, saying how to continue."""
+    from polyrl.eval.rundir import signals_interrupt
 
-    note = busy_machine_note()
-    if note:
-        log(note)
+    # SIGTERM reads as Ctrl-C from here on: during the seconds of imports before the main
+    # job takes over, its default action ended the process with 143 and no word of the
+    # run directory just made
     try:
-        summary = run_main_job(run_dir, RichHooks(), busy_note=note)  # kept in its notes
-    except RunInterrupted as e:
-        err_console.print(f"{e}")
+        with signals_interrupt():
+            log(first_line)
+            from polyrl.eval.pipeline import RunBusyError, RunInterrupted, run_main_job
+
+            note = busy_machine_note()
+            if note:
+                log(note)
+            try:
+                summary = run_main_job(run_dir, RichHooks(), busy_note=note)  # kept in its notes
+            except RunInterrupted as e:
+                err_console.print(f"{e}")
+                raise typer.Exit(130) from None
+            except RunBusyError as e:
+                fail(str(e), code=2)
+    except KeyboardInterrupt:  # before the main job began: no stage had started
+        err_console.print(f"interrupted before the main job began; continue with: "
+                          f"polyrl resume {run_dir}")
         raise typer.Exit(130) from None
-    except RunBusyError as e:
-        fail(str(e), code=2)
     doms = summary["domains"]
     # wall_s counts the run's stages (every session), not this process's start-up and
     # imports: "done in 1 s" read as the whole command's time for an 8.5 s command
@@ -175,8 +189,7 @@ def run(
         where = "--run-dir" if run_dir is not None else "run.out_dir"
         fail(f"{where}: cannot create {e.filename or run_dir or cfg.run.out_dir}: "
              f"{e.strerror or e}", code=2)
-    log(f"run directory: {path}")
-    _finish(path)
+    _finish(path, f"run directory: {path}")
 
 
 def check_model_path(cfg: RunConfig) -> None:
@@ -278,5 +291,4 @@ def resume(
             pass
     except RunBusyError as e:
         fail(str(e), code=2)
-    log(f"resuming {run_dir} (done: {', '.join(st.get('done', [])) or 'nothing yet'})")
-    _finish(run_dir)
+    _finish(run_dir, f"resuming {run_dir} (done: {', '.join(st.get('done', [])) or 'nothing yet'})")
