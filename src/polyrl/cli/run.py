@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -113,9 +114,65 @@ def _running_here() -> int:
     return max(1, n)
 
 
-def _finish(run_dir: Path, first_line: str) -> None:
+def torchrun_world() -> int:
+    """How many processes torchrun started for this job (``WORLD_SIZE``; 1 without
+    torchrun)."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def _data_parallel(start: Any) -> None:
+    """Join torchrun's process group and run the session: rank 0 calls ``start(handoff)``
+    (the main job as one process runs it, its RL stage data parallel), the other ranks
+    follow it (``polyrl.eval.follower``) and exit with their code. Rank 0 releases the
+    followers however it ends, so none waits for an RL stage that will not come."""
+    import torch
+
+    from polyrl.eval.follower import HandOff, follow_main_job
+    from polyrl.train.distributed import init_from_env
+
+    dp = init_from_env()
+    if dp is None:  # WORLD_SIZE says > 1 yet no group: a bug, not a user error
+        raise RuntimeError("torchrun: the process group did not initialize")
+    try:
+        if not dp.is_main:
+            code = follow_main_job(start.run_dir, dp)
+            if code:
+                raise typer.Exit(code)
+            return
+        handoff = HandOff(dp)
+        try:
+            start(handoff)
+        except BaseException:
+            handoff.release(failed=True)
+            raise
+        handoff.release()
+    finally:
+        with contextlib.suppress(Exception):
+            torch.distributed.destroy_process_group()
+
+
+class _Start:
+    """Rank 0's session start: make the run directory (``polyrl run``) or not
+    (``resume``), then the main job; ``run_dir`` is known to every rank."""
+
+    def __init__(self, run_dir: Path, make: Any = None, first_line: str = "") -> None:
+        self.run_dir, self.make, self.first_line = run_dir, make, first_line
+
+    def __call__(self, handoff: Any = None) -> None:
+        if self.make is not None:
+            path = self.make()
+            _finish(path, f"run directory: {path}", handoff)
+        else:
+            _finish(self.run_dir, self.first_line, handoff)
+
+
+def _finish(run_dir: Path, first_line: str, handoff: Any = None) -> None:
     """Log ``first_line``, then run (or resume) the main job in ``run_dir``; exit 130 on
-    Ctrl-C or SIGTERM, saying how to continue."""
+    Ctrl-C or SIGTERM, saying how to continue. ``handoff``: rank 0's link to the other
+    torchrun ranks (``polyrl.eval.follower.HandOff``), None in one process."""
     from polyrl.eval.rundir import signals_interrupt
 
     # SIGTERM reads as Ctrl-C from here on: during the seconds of imports before the main
@@ -130,7 +187,8 @@ def _finish(run_dir: Path, first_line: str) -> None:
             if note:
                 log(note)
             try:
-                summary = run_main_job(run_dir, RichHooks(), busy_note=note)  # kept in its notes
+                summary = run_main_job(run_dir, RichHooks(), busy_note=note,  # kept in its notes
+                                       handoff=handoff)
             except RunInterrupted as e:
                 err_console.print(f"{e}")
                 raise typer.Exit(130) from None
@@ -167,8 +225,14 @@ def run(
 ) -> None:
     """Post-train a model with RL across domains (baseline eval, GRPO, eval, report).
 
-    Prints the run directory on stdout at the end; Ctrl-C leaves it resumable.
+    Prints the run directory on stdout at the end; Ctrl-C leaves it resumable. Under
+    ``torchrun --nproc-per-node N`` RL trains data parallel on N processes (one GPU
+    each); --run-dir is then required.
     """
+    world = torchrun_world()
+    if world > 1 and run_dir is None and not print_config:
+        fail(f"under torchrun (WORLD_SIZE={world}) polyrl run needs --run-dir: every "
+             "process must know the run directory", code=2)
     cfg = load_config(config, set_)
     from polyrl.domains.resolve import resolve_domains
 
@@ -179,16 +243,25 @@ def run(
     check_model_path(cfg)  # so does a model directory that is not there, or a hub id
     # neither cached nor on a reachable hub
     check_machine(cfg)  # and a device or backend this machine lacks
-    from polyrl.eval.rundir import new_run
 
-    try:
-        path = new_run(cfg, run_dir)
-    except FileExistsError as e:
-        fail(str(e), code=2)
-    except OSError as e:  # a parent that is a file, a read-only or full disk
-        where = "--run-dir" if run_dir is not None else "run.out_dir"
-        fail(f"{where}: cannot create {e.filename or run_dir or cfg.run.out_dir}: "
-             f"{e.strerror or e}", code=2)
+    def make() -> Path:
+        from polyrl.eval.rundir import new_run
+
+        try:
+            path = new_run(cfg, run_dir)
+        except FileExistsError as e:
+            fail(str(e), code=2)
+        except OSError as e:  # a parent that is a file, a read-only or full disk
+            where = "--run-dir" if run_dir is not None else "run.out_dir"
+            fail(f"{where}: cannot create {e.filename or run_dir or cfg.run.out_dir}: "
+                 f"{e.strerror or e}", code=2)
+        return path
+
+    if world > 1:
+        assert run_dir is not None
+        _data_parallel(_Start(run_dir, make))
+        return
+    path = make()
     _finish(path, f"run directory: {path}")
 
 
@@ -286,9 +359,20 @@ def resume(
     from polyrl.eval.rundir import RunBusyError, check_resume_config, run_lock
 
     check_resume_config(run_dir, cfg, dict(st))  # a changed train.lr: refused before "resuming"
+    world = torchrun_world()
+    if world > 1 and os.environ.get("RANK", "0") != "0":  # rank 0 alone takes the lock
+        _data_parallel(_Start(run_dir))
+        return
     try:  # a directory in use, too (the session takes the lock again for good)
         with run_lock(run_dir):
             pass
     except RunBusyError as e:
-        fail(str(e), code=2)
-    _finish(run_dir, f"resuming {run_dir} (done: {', '.join(st.get('done', [])) or 'nothing yet'})")
+        busy = str(e)
+        if world > 1:  # the followers wait in the process group: rank 0 releases them
+            _data_parallel(_Start(run_dir, make=lambda: fail(busy, code=2)))
+        fail(busy, code=2)
+    first = f"resuming {run_dir} (done: {', '.join(st.get('done', [])) or 'nothing yet'})"
+    if world > 1:
+        _data_parallel(_Start(run_dir, first_line=first))
+        return
+    _finish(run_dir, first)

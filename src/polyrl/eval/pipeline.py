@@ -134,7 +134,7 @@ class _StopAfterStep(Exception):
 
 
 def run_main_job(run_dir: Path, hooks: Hooks | None = None, *,
-                 busy_note: str | None = None) -> dict[str, Any]:
+                 busy_note: str | None = None, handoff: Any = None) -> dict[str, Any]:
     """Run (or resume) every unfinished stage of ``run_dir``; return ``summary.json``'s content.
 
     Args:
@@ -143,6 +143,8 @@ def run_main_job(run_dir: Path, hooks: Hooks | None = None, *,
         busy_note: the warning that the machine was busy when this session began
             (``polyrl.cli.run.busy_machine_note``; None = not busy, or not measured),
             recorded among the run's notes (a resumed session's with its number).
+        handoff: under torchrun, rank 0's ``polyrl.eval.follower.HandOff``: the RL stage
+            trains data parallel with the other ranks (None = one process).
 
     Raises:
         RunInterrupted: Ctrl-C or SIGTERM; the state is saved and resumable.
@@ -160,7 +162,7 @@ def run_main_job(run_dir: Path, hooks: Hooks | None = None, *,
         state = read_state(run_dir)
         for change in check_resume_config(run_dir, cfg, state):
             hooks.log(f"resumed with a changed config.yaml: {change}")
-        job = _Job(cfg, run_dir, state, hooks)
+        job = _Job(cfg, run_dir, state, hooks, handoff)
         try:
             return job.run(busy_note)
         except KeyboardInterrupt:
@@ -174,8 +176,10 @@ def run_main_job(run_dir: Path, hooks: Hooks | None = None, *,
 class _Job:
     """One session of the main job over a run directory (see the module docstring)."""
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, state: dict[str, Any], hooks: Hooks):
+    def __init__(self, cfg: RunConfig, run_dir: Path, state: dict[str, Any], hooks: Hooks,
+                 handoff: Any = None):
         self.cfg, self.run_dir, self.state, self.hooks = cfg, run_dir, state, hooks
+        self.handoff = handoff
         self.session_start = time.monotonic()
         self.session_cpu = _cpu_s()
         # the earlier sessions' totals: this session's time is added to them as it runs
@@ -291,7 +295,12 @@ class _Job:
 
     def _policy(self) -> Any:
         if self.policy is None:
-            self.policy = setup.load_policy(self.state["base_model"], self.cfg)
+            cfg = self.cfg
+            if self.handoff is not None:  # this rank's GPU
+                from polyrl.eval.follower import policy_config
+
+                cfg = policy_config(cfg)
+            self.policy = setup.load_policy(self.state["base_model"], cfg)
         return self.policy
 
     def _evaluate(self, name: str) -> EvalReport:
@@ -327,17 +336,24 @@ class _Job:
         """Evaluate the base model on the held-out tasks."""
         self._evaluate("baseline")
 
-    def _trainer(self) -> Any:
+    def _trainer(self, dp: Any = None) -> Any:
         from polyrl.train import Trainer
 
         if self.scheduler is None:
             self.scheduler = setup.make_scheduler(self.cfg, self.run_dir)
         return Trainer.resume(self.cfg, self._policy(), self.domains, self.run_dir,
-                              scheduler=self.scheduler)
+                              scheduler=self.scheduler, dp=dp)
 
     def stage_train(self) -> None:
-        """GRPO until ``train.steps`` or ``run.time_budget_s``; Ctrl-C checkpoints and stops."""
-        trainer = self._trainer()
+        """GRPO until ``train.steps`` or ``run.time_budget_s``; Ctrl-C checkpoints and stops.
+
+        Under torchrun the other ranks join here (``handoff.start``) and every stop is
+        decided here and broadcast (``Trainer.fit(should_stop=...)``)."""
+        dp = None
+        if self.handoff is not None:
+            self.handoff.start(self.state["base_model"])
+            dp = self.handoff.dp
+        trainer = self._trainer(dp)
         budget = self.cfg.run.time_budget_s
         if budget > 0:  # the budget covers all sessions together
             trainer.cfg.run.time_budget_s = max(1.0, budget - self.state.get("train_s", 0.0))
@@ -363,12 +379,17 @@ class _Job:
             self.state["train_s"], self.state["steps"] = spent + time.monotonic() - t0, rec["step"]
             self._account()
             write_state(self.run_dir, self.state)
-            if stop.is_set():
+            if stop.is_set() and dp is None:
                 raise _StopAfterStep
 
         try:
             with _first_sigint_sets(stop, self.hooks, stopped_by):
-                trainer.fit(on_step=on_step)
+                if dp is None:
+                    trainer.fit(on_step=on_step)
+                else:  # every rank stops after the same step: fit broadcasts the decision
+                    trainer.fit(on_step=on_step, should_stop=stop.is_set)
+                    if stop.is_set() and trainer.step < steps:  # checkpointed by fit
+                        raise KeyboardInterrupt
         except _StopAfterStep:
             trainer.save_state()
             self._stopped_note(stopped_by, trainer.step)

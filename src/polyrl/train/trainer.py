@@ -26,6 +26,7 @@ from polyrl.train.advantages import signal_stats
 from polyrl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from polyrl.train.checkpoint import set_rng_state as restore_rng
 from polyrl.train.curriculum import Curriculum
+from polyrl.train.distributed import DataParallel
 from polyrl.train.groups import BuildStats, Group, build_groups, has_signal
 from polyrl.train.metrics import MetricsWriter
 from polyrl.train.replay import MIB, ReplayBuffer
@@ -52,14 +53,21 @@ class Trainer:
             ``scheduler.map(..., kind="score")`` when given, else runs inline.
         ref_model: optional frozen reference model (default: built when ``kl_coef > 0``);
             its dropout is turned off too.
+        dp: data parallel over processes (``polyrl.train.distributed.DataParallel``;
+            None = one process). Every rank builds the same trainer; each generates and
+            scores its share of the step's tasks and trains on its share of the groups,
+            and the ranks stay identical (weights, curriculum, replay, metrics). Only
+            rank 0 writes ``metrics.jsonl``, ``tb/`` and checkpoints.
 
     Raises:
         ValueError: no domains, or a config domain is missing from ``domains``.
     """
 
     def __init__(self, cfg: RunConfig, policy: Any, domains: Sequence[Domain], run_dir: Path,
-                 scheduler: Any = None, ref_model: torch.nn.Module | None = None) -> None:
-        self.cfg, self.policy, self.scheduler = cfg, policy, scheduler
+                 scheduler: Any = None, ref_model: torch.nn.Module | None = None,
+                 dp: DataParallel | None = None) -> None:
+        self.cfg, self.policy, self.scheduler, self.dp = cfg, policy, scheduler, dp
+        self.is_main = dp is None or dp.is_main
         self.run_dir = Path(run_dir)
         self.domains = {d.id: d for d in domains}
         _seed_everything(cfg.run.seed)
@@ -75,18 +83,22 @@ class Trainer:
         self.replay = ReplayBuffer(cfg.replay.capacity, cfg.replay.max_staleness,
                                    max_mib=cfg.replay.max_mib)
         self.rng = np.random.default_rng(cfg.run.seed + 1)
-        self.metrics = MetricsWriter(self.run_dir)
+        self.metrics = MetricsWriter(self.run_dir) if self.is_main else _NoMetrics()
         self.step = 0
         self.opts = self._update_options()
 
     # -- the loop --------------------------------------------------------------
     def fit(self, steps: int | None = None,
-            on_step: Callable[[dict], None] | None = None) -> list[dict]:
+            on_step: Callable[[dict], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> list[dict]:
         """Train until ``self.step == steps`` (default ``cfg.train.steps``).
 
         ``steps`` is the total step count, so a resumed trainer continues where it
-        stopped. Stops early at ``cfg.run.time_budget_s``. Checkpoints every
-        ``cfg.train.checkpoint_every`` steps and after the last step.
+        stopped. Stops early at ``cfg.run.time_budget_s``, or after a step at which
+        ``should_stop()`` is true (checkpointed). Checkpoints every
+        ``cfg.train.checkpoint_every`` steps and after the last step. With ``dp``, both
+        stop decisions are rank 0's, broadcast after every step, so every rank runs the
+        same steps.
 
         Returns:
             the metrics dict of every step run by this call.
@@ -102,10 +114,13 @@ class Trainer:
             if on_step is not None:
                 on_step(record)
             out_of_time = budget_s > 0 and time.monotonic() - start >= budget_s
+            stop = should_stop is not None and bool(should_stop())
+            if self.dp is not None:
+                out_of_time, stop = self.dp.broadcast_object((out_of_time, stop))
             if self.step % self.cfg.train.checkpoint_every == 0 or self.step == target \
-                    or out_of_time:
+                    or out_of_time or stop:
                 self.save_state()
-            if out_of_time:
+            if out_of_time or stop:
                 break
         return history
 
@@ -114,21 +129,28 @@ class Trainer:
         t_start = time.perf_counter()
         cur_weights = self.curriculum.weight_metrics(self.step)
         picks = self.curriculum.sample(self.cfg.train.prompts_per_step, self.step)
+        mine = list(range(len(picks)))
+        if self.dp is not None:  # every rank drew the same picks: each samples its share
+            mine = self.dp.shard(mine)
         t0 = time.perf_counter()
-        completions = self.generate([task for task, _ in picks])
+        completions = self.generate([picks[i][0] for i in mine], mine)
         generate_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        scores = score_completions(self.domains, [t for t, _ in picks], completions,
+        scores = score_completions(self.domains, [picks[i][0] for i in mine], completions,
                                    self.cfg.rollout.group_size, self.scheduler)
         scores = [_failed_episode_score(c) or s for c, s in zip(completions, scores, strict=True)]
         sandbox_s = time.perf_counter() - t0
+        if self.dp is not None:
+            completions, scores = self._gather(mine, completions, scores)
         groups, built = build_groups(
             picks, completions, scores, group_size=self.cfg.rollout.group_size,
             version=self.step, scale=self._scale(), max_tokens=self.cfg.rollout.max_new_tokens,
             overlong_buffer_tokens=self.cfg.train.overlong_buffer_tokens)
         batch, n_zero, n_mixed = self.mix_replay(groups)
         t0 = time.perf_counter()
-        upd = policy_update(self.model, self.optimizer, batch, self.opts, self._ref_logprobs)
+        upd = policy_update(self.model, self.optimizer,
+                            batch if self.dp is None else self.dp.shard(batch), self.opts,
+                            self._ref_logprobs, dp=self.dp)
         update_s = time.perf_counter() - t0
         self.step += 1
         self.update_curriculum(groups, [arm for _, arm in picks])
@@ -138,21 +160,39 @@ class Trainer:
             "time/step_s": time.perf_counter() - t_start})
 
     # -- the stages --------------------------------------------------------------
-    def generate(self, tasks: list[Task]) -> list[Completion | Episode]:
+    def _gather(self, mine: list[int], completions: list[Completion | Episode],
+                scores: list[Score]) -> tuple[list[Completion | Episode], list[Score]]:
+        """Every rank's completions and scores, task-major in the step's pick order
+        (``mine``: the picks this rank sampled, in its order; collective)."""
+        g = self.cfg.rollout.group_size
+        assert self.dp is not None
+        parts = self.dp.all_gather_objects(
+            [(i, completions[k * g:(k + 1) * g], scores[k * g:(k + 1) * g])
+             for k, i in enumerate(mine)])
+        parts.sort(key=lambda part: part[0])
+        return ([c for _, cs, _ in parts for c in cs], [s for _, _, ss in parts for s in ss])
+
+    def generate(self, tasks: list[Task],
+                 places: Sequence[int] | None = None) -> list[Completion | Episode]:
         """G completions per task (task-major) from the live policy.
 
         Single-turn tasks go to ``policy.generate`` in one batch; tasks of multi-turn
         domains run G episodes each (``polyrl.rollout.run_episode``; all G with the
         same env seed, so the group shares its problem). The sampler is seeded by
-        (run seed, step), an episode's also by its task's place in ``tasks``, so a resumed
-        run samples what the uninterrupted one would.
+        (run seed, step), an episode's also by its task's place in the step (``places``,
+        default ``range(len(tasks))``), so a resumed run samples what the uninterrupted
+        one would; under data parallel also by the rank (the ranks' batches must not
+        share random numbers).
         """
         from polyrl.rollout import SamplingParams
 
         r, g_size = self.cfg.rollout, self.cfg.rollout.group_size
+        places = list(range(len(tasks))) if places is None else list(places)
+        seed = self.cfg.run.seed * 1_000_003 + self.step
+        if self.dp is not None:
+            seed += 7_368_787 * self.dp.rank
         sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p,
-                                  max_tokens=r.max_new_tokens,
-                                  seed=(self.cfg.run.seed * 1_000_003 + self.step) % (2**31))
+                                  max_tokens=r.max_new_tokens, seed=seed % (2**31))
         self.policy.version = self.step
         out: list[Completion | Episode] = []
         single = [i for i, t in enumerate(tasks) if not self.domains[t.domain].multi_turn]
@@ -163,7 +203,7 @@ class Trainer:
             if i in where:
                 out.extend(batch[where[i] * g_size:(where[i] + 1) * g_size])
             else:
-                out.extend(self._episode(task, i, j, sampling) for j in range(g_size))
+                out.extend(self._episode(task, places[i], j, sampling) for j in range(g_size))
         return out
 
     def _episode(self, task: Task, i: int, j: int, sampling: Any) -> Episode:
@@ -259,7 +299,10 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------------
     def save_state(self) -> Path:
-        """Write an atomic checkpoint of everything a bit-exact resume needs."""
+        """Write an atomic checkpoint of everything a bit-exact resume needs (under
+        data parallel rank 0 writes it; the others return its path)."""
+        if not self.is_main:
+            return self.run_dir / "checkpoints" / f"step-{self.step}"
         state = {"curriculum": self.curriculum.state_dict(), "replay": self.replay.state_dict(),
                  "trainer_rng": self.rng.bit_generator.state, "config": self.cfg.model_dump()}
         return save_checkpoint(self.run_dir / "checkpoints", self.step, self.model,
@@ -354,14 +397,17 @@ class Trainer:
 
     @classmethod
     def resume(cls, cfg: RunConfig, policy: Any, domains: Sequence[Domain], run_dir: Path,
-               scheduler: Any = None, ref_model: torch.nn.Module | None = None) -> Trainer:
+               scheduler: Any = None, ref_model: torch.nn.Module | None = None,
+               dp: DataParallel | None = None) -> Trainer:
         """A trainer restored from ``run_dir/checkpoints/latest`` (fresh when none).
 
         ``policy.model`` must hold the base weights (as for ``__init__``). Without a
         checkpoint, the metrics of steps a killed session ran before its first one are
-        dropped: they are run again.
+        dropped: they are run again. Under data parallel every rank loads the checkpoint
+        (``run_dir`` must be on a file system every rank sees).
         """
-        trainer = cls(cfg, policy, domains, run_dir, scheduler=scheduler, ref_model=ref_model)
+        trainer = cls(cfg, policy, domains, run_dir, scheduler=scheduler, ref_model=ref_model,
+                      dp=dp)
         if latest_checkpoint(Path(run_dir) / "checkpoints") is not None:
             trainer.load_state(Path(run_dir) / "checkpoints")
         else:
@@ -419,6 +465,19 @@ class Trainer:
             return chunk_logprobs(self.ref_model, chunk, self.opts, with_entropy=False).logprobs
         with self.model.disable_adapter():  # LoRA: the base model is the reference
             return chunk_logprobs(self.model, chunk, self.opts, with_entropy=False).logprobs
+
+
+class _NoMetrics:
+    """The metrics writer of ranks > 0: writes nothing (rank 0's ``MetricsWriter`` does)."""
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Drop ``record``."""
+
+    def truncate_after(self, step: int) -> None:
+        """Nothing to truncate."""
+
+    def close(self) -> None:
+        """Nothing to close."""
 
 
 def _failed_episode_score(answer: Completion | Episode) -> Score | None:

@@ -20,12 +20,16 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from polyrl.train.groups import Group, first_occurrences
 from polyrl.train.logprobs import TokenLogprobs, dense_logprobs, shared_prefix_logprobs
 from polyrl.train.losses import grpo_loss
+
+if TYPE_CHECKING:
+    from polyrl.train.distributed import DataParallel
 
 
 @dataclass
@@ -209,13 +213,6 @@ def _trained_tokens(groups: list[Group]) -> int:
     return sum(sum(g.mask(i)) for g in groups for i in range(len(g.completions)))
 
 
-def _denominator(groups: list[Group], loss_agg: str) -> float:
-    """The step-wide normaliser: completion tokens (token-mean) or sequences."""
-    if loss_agg == "token-mean":
-        return float(max(1, _trained_tokens(groups)))
-    return float(max(1, sum(len(g.completions) for g in groups)))
-
-
 def policy_update(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -223,6 +220,7 @@ def policy_update(
     opts: UpdateOptions,
     ref_logprobs_fn: Callable[[Chunk], torch.Tensor] | None = None,
     step_optimizer: bool = True,
+    dp: DataParallel | None = None,
 ) -> UpdateStats:
     """Compute the GRPO-family loss over ``groups`` and take ``opts.num_iterations``
     optimizer steps (1 = on-policy; more reuse the samples under the PPO clip).
@@ -235,19 +233,36 @@ def policy_update(
         ref_logprobs_fn: chunk -> (n, T) reference log-probs (no grad); needed when
             ``opts.kl_coef > 0``.
         step_optimizer: False = accumulate gradients only (for tests).
+        dp: data parallel (``polyrl.train.distributed``): ``groups`` are this rank's
+            share of the step; the normalisers (denominator, trained tokens, the longest
+            completion) are taken over every rank's groups, the gradients summed over
+            the ranks before clipping, and the figures summed, so the update equals the
+            single-process one on all the groups. A rank with no groups still joins
+            every collective. None = one process.
 
     Returns:
-        ``UpdateStats``. With no groups, nothing is stepped and all figures are 0.
+        ``UpdateStats``. With no groups (on every rank), nothing is stepped and all
+        figures are 0.
     """
     stats = UpdateStats()
-    if not groups:
+    longest = max((len(c) for g in groups for c in g.completions), default=0)
+    n_tok_total = _trained_tokens(groups)
+    n_seq = sum(len(g.completions) for g in groups)
+    if dp is not None:  # the step-wide figures, from every rank's share
+        n_groups, n_tok_total, n_seq = (int(x) for x in dp.all_reduce_sum(
+            [len(groups), n_tok_total, n_seq]))
+        longest = int(dp.all_reduce_max([longest])[0])
+    elif groups:
+        n_groups = len(groups)
+    else:
+        n_groups = 0
+    if n_groups == 0:
         return stats
     model.train()
     if opts.max_tokens is None:  # one constant for the step, not each micro-batch's width
-        opts = dataclasses.replace(opts, max_tokens=max(
-            1, max(len(c) for g in groups for c in g.completions)))
-    denom = _denominator(groups, opts.loss_agg)
-    n_tok_total = _trained_tokens(groups)
+        opts = dataclasses.replace(opts, max_tokens=max(1, longest))
+    # the step-wide normaliser: trained tokens (token-mean) or sequences
+    denom = float(max(1, n_tok_total if opts.loss_agg == "token-mean" else n_seq))
     device = next(model.parameters()).device
     counts: dict[tuple[int, int], int] = {}  # (id(group), row) -> repeats it stands for
     rows = None
@@ -274,6 +289,8 @@ def policy_update(
             old, weights = first[c]
             _chunk_loss(model, chunk, out, old, weights, repeats[c], opts, denom,
                         n_tok_total, it, ref_logprobs_fn)
+        if dp is not None:
+            dp.all_reduce_grads(params)
         it.grad_norm = float(torch.nn.utils.clip_grad_norm_(params, opts.max_grad_norm))
         if step_optimizer:
             optimizer.step()
@@ -283,7 +300,23 @@ def policy_update(
             stats.clip_fraction = it.clip_fraction  # of the last pass (0 on the first)
             stats.tokens += it.tokens
             stats.micro_batches += it.micro_batches
-    return stats
+    return stats if dp is None else _summed(stats, dp)
+
+
+def _summed(stats: UpdateStats, dp: DataParallel) -> UpdateStats:
+    """``stats`` of this rank combined with every other rank's (collective).
+
+    The loss terms and token shares are already divided by the step-wide normalisers, so
+    they add up; ``is_weight`` is 1 plus a sum of deviations on each rank; ``grad_norm``
+    is the same everywhere (taken after the all-reduce)."""
+    names = ["loss", "policy_loss", "kl", "clip_fraction", "entropy", "is_weight", "tokens",
+             "sequences", "distinct_sequences", "micro_batches"]
+    total = dp.all_reduce_sum([getattr(stats, n) for n in names])
+    out = dataclasses.replace(stats, **dict(zip(names, total, strict=True)))
+    out.is_weight -= dp.world_size - 1
+    for n in ("tokens", "sequences", "distinct_sequences", "micro_batches"):
+        setattr(out, n, int(getattr(out, n)))
+    return out
 
 
 def _chunk_loss(model: torch.nn.Module, chunk: Chunk, out: TokenLogprobs,

@@ -1,0 +1,120 @@
+"""``polyrl run`` / ``polyrl resume`` under torchrun: rank 0 leads, the others follow.
+
+Rank 0 runs the whole main job as one process does (``run_main_job``: base model,
+baseline, RL, post evaluation, report); ranks > 0 wait for it to reach the RL stage
+(``HandOff.start``), build the same policy and trainer from the run directory, and train
+in lockstep with it (``polyrl.train.distributed``), then exit while rank 0 evaluates and
+reports. A session that trains nothing (failed before RL, or RL already done) releases
+the followers (``HandOff.release``): they exit at once, non-zero when rank 0 failed.
+
+Stops are rank 0's: torchrun passes Ctrl-C/SIGTERM to every rank; a follower notes it
+and goes on until rank 0's broadcast after the step says stop (a second signal stops it
+at once). A rank that dies makes the others' next collective fail (and torchrun ends
+them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from polyrl.config import RunConfig, load_config
+from polyrl.train.distributed import DataParallel
+
+
+class HandOff:
+    """Rank 0's side of the hand-off to the followers: one broadcast per session.
+
+    Args:
+        dp: the process group (this is rank 0).
+    """
+
+    def __init__(self, dp: DataParallel) -> None:
+        self.dp = dp
+        self.sent = False
+
+    def start(self, base_model: str) -> None:
+        """Tell the followers to train from ``base_model`` (a model directory or hub id)."""
+        if not self.sent:
+            self.sent = True
+            self.dp.broadcast_object({"base_model": base_model})
+
+    def release(self, failed: bool = False) -> None:
+        """Tell the followers this session trains no more (no-op once ``start`` ran)."""
+        if not self.sent:
+            self.sent = True
+            self.dp.broadcast_object({"failed": failed})
+
+
+def policy_config(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``model.device`` set to this rank's GPU (``cuda:LOCAL_RANK``) when the
+    run is data parallel on CUDA (a ``cuda`` or ``auto`` device), else ``cfg`` itself."""
+    local = os.environ.get("LOCAL_RANK")
+    device = cfg.model.device
+    if local is None or not (device == "auto" or device.startswith("cuda")):
+        return cfg
+    import torch
+
+    if not torch.cuda.is_available():
+        return cfg
+    out = cfg.model_copy(deep=True)
+    out.model.device = f"cuda:{int(local)}"
+    return out
+
+
+def follow_main_job(run_dir: Path, dp: DataParallel) -> int:
+    """A follower's session (rank > 0): wait for rank 0's hand-off, then train with it.
+
+    Returns:
+        the exit code: 0 when trained to rank 0's stop (or nothing to train), 1 when
+        rank 0 failed before RL, 130 when a signal reached this rank and RL stopped
+        before ``train.steps``.
+
+    Raises:
+        RuntimeError: a collective failed (another rank died).
+    """
+    from polyrl.eval import setup
+    from polyrl.scheduler import Scheduler
+    from polyrl.train import Trainer
+
+    msg = dp.broadcast_object(None)  # blocks until rank 0 reaches RL (or gives up)
+    if "base_model" not in msg:
+        return 1 if msg.get("failed") else 0
+    cfg = load_config(Path(run_dir) / "config.yaml")
+    setup.set_threads(cfg)
+    domains = setup.resolve_domains(cfg)
+    policy = setup.load_policy(msg["base_model"], policy_config(cfg))
+    signalled = threading.Event()
+    # scores run in memory here: rank 0's scheduler owns the run's state.sqlite
+    with Scheduler(workers=setup.scheduler_workers(cfg), executor=cfg.scheduler.backend,
+                   seed=cfg.run.seed) as sched, _signals_set(signalled):
+        trainer = Trainer.resume(cfg, policy, domains, run_dir, scheduler=sched, dp=dp)
+        trainer.cfg.run.time_budget_s = 0.0  # rank 0 decides when time is up
+        trainer.fit()
+    return 130 if signalled.is_set() and trainer.step < cfg.train.steps else 0
+
+
+@contextlib.contextmanager
+def _signals_set(flag: threading.Event) -> Iterator[None]:
+    """The first SIGINT/SIGTERM sets ``flag`` (rank 0 decides the stop); a second raises
+    KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag.is_set():
+            raise KeyboardInterrupt
+        flag.set()
+
+    old = signal.signal(signal.SIGINT, handler), signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old[0])
+        signal.signal(signal.SIGTERM, old[1])

@@ -1,0 +1,96 @@
+"""``polyrl run`` under torchrun on 2 real CPU processes (gloo): rank 0 runs the main job,
+rank 1 joins its RL stage; refusals and a rank 0 that fails before RL end every rank;
+SIGTERM stops both ranks after the same step and ``polyrl resume`` under torchrun finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+SHORT = ["--set", "model.tiny.warm_start_steps=15", "--set", "model.tiny.warm_start_demos=100",
+         "--set", "train.prompts_per_step=4", "--set", "rollout.group_size=4",
+         "--set", "eval.n_per_domain=4", "--set", "train.checkpoint_every=1"]
+
+
+def torchrun(*args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    """``python -m torch.distributed.run --standalone --nproc-per-node 2 -m polyrl ARGS``."""
+    full_env = {**os.environ, "OMP_NUM_THREADS": "1", **env,
+                "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", "-m", "polyrl", *args],
+                          env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny-model cache for the module: the warm start runs once."""
+    return tmp_path_factory.mktemp("models")
+
+
+def test_run_under_torchrun_needs_a_run_dir(tmp_path):
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "0", "PYTHONPATH": SRC}
+    p = subprocess.run([sys.executable, "-m", "polyrl", "run"], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert "needs --run-dir" in p.stderr
+    assert not list(tmp_path.iterdir())  # no run directory was made
+
+
+def test_rank0_failing_before_rl_releases_the_other_rank(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "stray.txt").write_text("not a run")  # new_run refuses it
+    p = torchrun("run", "--run-dir", str(tmp_path / "run"), timeout=300)
+    assert p.returncode != 0
+    assert "exists and is not an empty directory" in p.stderr, p.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_both_ranks_after_one_step_and_resume_finishes(tmp_path, cache):
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         "2", "-m", "polyrl", "-q", "run", "--run-dir", str(run), "--set", "train.steps=40",
+         "--set", f"model.tiny.cache_dir={cache}", *SHORT,
+         "--set", "train.checkpoint_every=100"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 400
+        metrics = run / "metrics.jsonl"
+        while time.monotonic() < deadline and p.poll() is None and \
+                (not metrics.exists() or len(metrics.read_text().splitlines()) < 1):
+            time.sleep(0.5)
+        assert p.poll() is None, p.communicate()[1][-3000:]
+        p.send_signal(signal.SIGTERM)  # torchrun passes it to both ranks
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    state = json.loads((run / "run_state.json").read_text())
+    assert state["status"] == "interrupted", err[-3000:]
+    done = int(state["steps"])
+    assert 1 <= done < 40
+    # rank 0's stop was everyone's: the step it stopped after is checkpointed
+    assert (run / "checkpoints" / "latest").read_text().strip() == f"step-{done}"
+    cfg = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(cfg.replace("  steps: 40\n", f"  steps: {done + 1}\n"))
+    r = torchrun("-q", "resume", str(run), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, done + 2))  # one metrics line per step: rank 0's
+    assert r.stdout.strip().splitlines() == [str(run)]  # rank 0 alone prints it
+    assert (run / "checkpoints" / "latest").read_text().strip() == f"step-{done + 1}"
+    assert json.loads((run / "summary.json").read_text())["steps"] == done + 1
+    for name in ("report.html", "eval/post.jsonl", "final/config.json"):
+        assert (run / name).exists(), name
+    state = json.loads((run / "run_state.json").read_text())
+    assert state["status"] == "done" and state["sessions"] == 2

@@ -1,0 +1,127 @@
+"""Data-parallel training over 2 real processes (gloo, CPU), launched as torchrun does
+(``python -m torch.distributed.run``): the update equals the single-process one on the
+whole batch, and a 2-rank trainer stays in lockstep and writes one metrics line per step
+and a checkpoint a single process resumes from."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from polyrl.train import Trainer
+from polyrl.train.distributed import DataParallel, _buckets
+
+from .conftest import EchoDomain, tiny_policy
+from .dist_worker import TRAINER_STEPS, UPDATE_CASES, run_update, trainer_cfg, update_groups
+
+WORKER = Path(__file__).with_name("dist_worker.py")
+ATOL = 2e-6
+
+
+def launch(mode: str, out: Path) -> None:
+    """Run ``dist_worker.py MODE OUT`` on 2 ranks; fail with its output when it fails."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         "2", str(WORKER), mode, str(out)],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def update_runs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dp-update")
+    launch("update", out)
+    return out
+
+
+def test_one_process_has_no_data_parallel():
+    assert DataParallel.from_env() is None
+
+
+def test_gradient_buckets_keep_order_and_size():
+    ps = [torch.nn.Parameter(torch.zeros(n)) for n in (3, 4, 10, 1, 2)]
+    cut = _buckets(ps, 8)
+    assert [[p.numel() for p in b] for b in cut] == [[3, 4], [10], [1, 2]]
+
+
+@pytest.mark.parametrize("case", list(UPDATE_CASES))
+def test_two_ranks_update_equals_one_process_on_all_groups(update_runs, case):
+    want, want_stats = run_update(case, update_groups())
+    ranks = [torch.load(update_runs / f"update-{case}-rank{r}.pt") for r in (0, 1)]
+    for name, w in want.items():
+        assert torch.equal(ranks[0]["params"][name], ranks[1]["params"][name]), name
+        diff = float((ranks[0]["params"][name] - w).abs().max())
+        assert diff <= ATOL, (name, diff)
+    moved = max(float((w - p).abs().max()) for w, p in zip(
+        want.values(), run_update(case, [])[0].values(), strict=True))
+    assert moved > 1e-3  # the update did something to compare
+    got = ranks[0]["stats"]
+    assert got == ranks[1]["stats"]
+    for key in ("tokens", "sequences", "distinct_sequences"):
+        assert got[key] == getattr(want_stats, key), key
+    for key in ("loss", "policy_loss", "kl", "entropy", "is_weight", "grad_norm",
+                "clip_fraction"):
+        assert got[key] == pytest.approx(getattr(want_stats, key), rel=1e-5, abs=1e-6), key
+
+
+def test_a_follower_released_by_a_failed_rank0_exits_1(update_runs):
+    assert (update_runs / "follower-exit-code").read_text() == "1"
+
+
+@pytest.mark.slow
+def test_two_rank_trainer_stays_in_lockstep_and_checkpoints_for_one_process(tmp_path):
+    launch("trainer", tmp_path)
+    ranks = [torch.load(tmp_path / f"trainer-rank{r}.pt", weights_only=False) for r in (0, 1)]
+    assert ranks[0]["step"] == ranks[1]["step"] == TRAINER_STEPS
+    for name, p in ranks[0]["params"].items():
+        assert torch.equal(p, ranks[1]["params"][name]), name
+    h0, h1 = ranks[0]["history"], ranks[1]["history"]
+    drop = ("time/", "sandbox_s", "tokens_per_s")  # each rank's own clock
+    same = lambda rec: {k: v for k, v in rec.items() if not k.startswith(drop)}  # noqa: E731
+    assert [json.dumps(same(r), sort_keys=True) for r in h0] == \
+        [json.dumps(same(r), sort_keys=True) for r in h1]
+    assert all(r["sequences/trained"] > 0 for r in h0)
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == list(range(1, TRAINER_STEPS + 1))
+    assert (tmp_path / "run" / "checkpoints" / "latest").read_text().strip() == \
+        f"step-{TRAINER_STEPS}"
+    doms = [EchoDomain("test/echo-v1"), EchoDomain("test/echo2-v1")]
+    single = Trainer.resume(trainer_cfg(), tiny_policy(), doms, tmp_path / "run")
+    assert single.step == TRAINER_STEPS
+    for name, p in single.model.state_dict().items():
+        assert torch.equal(p, ranks[0]["params"][name]), name
+
+
+def test_rank0_failing_mid_training_fails_rank1s_collective(tmp_path):
+    """Two plain processes (no torchrun agent to end the survivor): rank 0 raises in
+    step 2; rank 1's next collective fails and it exits non-zero instead of waiting."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2] / "src"),
+                                          os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, str(WORKER), "crash", str(tmp_path)],
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in (0, 1)]
+    try:
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert "injected failure on rank 0" in outs[0][1]
+    assert procs[0].returncode != 0 and procs[1].returncode != 0, outs[1][1][-2000:]
+    assert (tmp_path / "rank1-error").is_file(), outs[1][1][-2000:]
