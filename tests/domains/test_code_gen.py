@@ -121,3 +121,28 @@ def test_a_constant_function_earns_only_compiled() -> None:
         rewards.append(score.reward)
         assert DOMAIN.score(task, task.reference).reward == pytest.approx(1.0)
     assert max(rewards) == pytest.approx(0.1), rewards
+
+
+@pytest.mark.parametrize("body", [
+    "return 1e-9 * (hash(repr(args)) % 997 + 1)",  # bits differ, values within tolerance
+    "if hash(repr(args)) % 4 == 0:\n        raise ValueError\n    return 0",  # gaps
+    "return 0 if hash(repr(args)) % 4 else 'junk'",  # another value sprinkled in
+    "return Arr()",  # a one-element numpy-like array: no digest, equal to 0 in tests
+], ids=["tiny-noise", "raise-on-some", "junk-on-some", "array-of-zero"])
+def test_a_constant_function_in_disguise_earns_only_compiled(body: str) -> None:
+    """A constant told only by bit-identical outputs on every test was easy to hide: adding
+    ``1e-9 * hash(args)`` (outputs differ, each still equals 0 within the tests' tolerance),
+    raising on or returning ``'junk'`` for every fourth input, or returning a one-element
+    array (no digest) scored 0.14-0.18 on average over 25 tasks; now ``ignores_input``
+    compares the outputs under the tests' comparison and looks at the tests passed: only
+    the ``compiled`` 0.1, where the expected outputs differ."""
+    arr = "class Arr:\n    __module__ = 'numpy'\n    def tolist(self):\n        return [0]\n"
+    rewards = []
+    for task in DOMAIN.tasks("test", n=10, seed=7):
+        src = f"```python\n{arr}def f(*args):\n    {body}\n```"
+        score = DOMAIN.score(task, src)
+        expected = {repr(case[1]) for case in task.metadata["cases"]}
+        if len(expected) > 1:
+            assert score.reward == pytest.approx(0.1), (task.id, score)
+        rewards.append(score.reward)
+    assert max(rewards) < 0.2, rewards

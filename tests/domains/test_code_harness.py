@@ -188,3 +188,40 @@ def test_plain_data_outputs_of_other_types_still_pass() -> None:
         assert he.score(tasks[tid], "```python\n" + code + "```").passed, tid
     wrong = "def sort_third(l):\n    return iter(l)\n"
     assert not he.score(tasks["HumanEval/33"], "```python\n" + wrong + "```").passed
+
+
+SHADOW_IMPORT = '''
+PLANT = """
+import json, os, sys
+f = sys._getframe()
+while f is not None and f.f_code.co_name != "_judge":
+    f = f.f_back
+real, marker, n = f.f_locals["real"], f.f_locals["marker"], f.f_locals["n_tests"]
+for i in range(n):
+    real.write(marker + " " + json.dumps({"event": "test", "i": i, "ok": True}) + "\\\\n")
+real.write(marker + ' {"event": "done"}\\\\n')
+real.flush()
+os._exit(0)
+"""
+open("numpy.py", "w").write(PLANT)
+class Fake:
+    __module__ = "numpy"
+    def tolist(self):
+        return [0]
+def f(x):
+    return Fake()
+'''
+
+
+def test_a_module_the_candidate_writes_is_never_imported_by_the_judge() -> None:
+    """The judge imports after the candidate ran (``numpy`` to decode an array output, the
+    tests' own imports) and had the working directory, which the candidate can write, first
+    on ``sys.path``: a ``numpy.py`` left there ran in the judge and reported every test
+    passed (reward 1.0 on code/gen, HumanEval and MBPP+); now the judge imports only from
+    the interpreter's own folders."""
+    score = DOMAIN.score(_task(), "```python\n" + SHADOW_IMPORT + "```")
+    assert score.components["tests_passed"] == 0.0 and not score.passed, score
+    test = "def check(candidate):\n    assert candidate(1) == 3\n    assert candidate(2) == 6\n"
+    report = run_tests(SHADOW_IMPORT, entry_point="f", kind="statements", n_tests=2,
+                       test_module=test)
+    assert report.passed == [False, False], report.errors

@@ -20,7 +20,8 @@ def test_loads_164_test_tasks_with_their_own_ids(domain: HumanEvalDomain) -> Non
     assert len(tasks) == 164 and tasks[0].id == "HumanEval/0"
     assert list(domain.tasks("train")) == []
     assert domain.split_sizes() == {"train": 0, "test": 164}
-    assert all(t.metadata["n_tests"] == count_tests(t.metadata["test_module"]) for t in tasks)
+    assert all(t.metadata["n_tests"] == count_tests(t.metadata["test_module"],
+                                                    t.metadata["entry_point"]) for t in tasks)
 
 
 def test_full_function_in_a_fence_and_partial_credit(domain: HumanEvalDomain) -> None:
@@ -52,3 +53,18 @@ def test_all_canonical_solutions_score_one_and_return_none_scores_zero(
     assert [t.id for t, s in zip(tasks, none, strict=True) if s.reward != 0.0] == []
     assert all(s.passed for s in canonical) and not any(s.passed for s in none)
     assert time.perf_counter() - start < 60
+
+
+def test_an_assert_that_names_no_candidate_is_no_test(domain: HumanEvalDomain) -> None:
+    """HumanEval's ``assert True`` lines (48 on 36 tasks) counted as tests and passed for
+    any candidate: a body that only raises earned 1/9-2/9 of ``tests_passed`` (reward
+    0.06-0.11 with ``partial_credit=1``); now only statements that assert and name the
+    candidate are tests, and the canonical solutions still pass every one."""
+    partial = HumanEvalDomain(partial_credit=1.0)
+    tasks = {t.id: t for t in domain.tasks("test")}
+    for tid in ("HumanEval/64", "HumanEval/66", "HumanEval/68"):
+        task = tasks[tid]
+        assert "assert True" in task.metadata["test_module"]
+        score = partial.score(task, "    raise NotImplementedError\n")
+        assert score.components["tests_passed"] == 0.0 and score.reward == 0.0, (tid, score)
+        assert partial.score(task, task.reference).reward == 1.0, tid

@@ -103,7 +103,10 @@ def test_reward_hand_values(needle):
         "482910": (0.0, 5 / 6),
         "48291": (0.0, 5 / 6),
         "4829135": (0.0, 6 / 7),
-        "blue-fox 999999": (0.0, 1 / 6),  # a wrong code: only its 4th digit (9) agrees
+        "482999": (0.0, 4 / 6),
+        # a wrong code whose 4th digit (9) agrees: it agrees with a decoy (689910) at two
+        # places, so it is no nearer the code than another code of the context
+        "blue-fox 999999": (0.0, 0.0),
         "777777": (0.0, 0.0),
         "": (0.0, 0.0),
         "I don't know.": (0.0, 0.0),
@@ -187,3 +190,20 @@ def test_a_decoy_code_gets_no_digit_credit(needle, difficulty):
         near = task.metadata["answer"][:-1] + str((int(task.metadata["answer"][-1]) + 1) % 10)
         if near not in decoys:
             assert needle.score(task, near).components["chars"] > 0.5
+
+
+def test_digits_pooled_from_the_context_codes_get_no_credit(needle):
+    """A number whose every digit is the commonest among the context's codes at its place
+    is never a decoy, and agreed with the code at more places than a random pick does: it
+    scored 0.29 on d1-d3 (60 tasks), above a random code's 0.23; digit credit now needs
+    the answer nearer the code than every other code of the context (0.20)."""
+    from collections import Counter
+
+    rewards = []
+    for task in needle.tasks("test", n=60, seed=5, difficulty=[1, 2, 3]):
+        size = len(task.metadata["answer"])
+        codes = [c for c in re.findall(r"\d+", task.prompt[0]["content"]) if len(c) == size]
+        pooled = "".join(Counter(c[i] for c in codes).most_common(1)[0][0] for i in range(size))
+        rewards.append(needle.score(task, pooled).reward)
+        assert needle.score(task, task.reference).reward == 1.0
+    assert sum(rewards) / len(rewards) < 0.22, sum(rewards) / len(rewards)

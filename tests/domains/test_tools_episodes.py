@@ -91,3 +91,18 @@ def test_train_and_test_share_no_prompt(domain: ToolEpisodesDomain) -> None:
                for split in ("train", "test")}
     assert len(prompts["test"]) > 1000 and len(prompts["train"]) > 1000
     assert not prompts["train"] & prompts["test"]
+
+
+def test_blind_lookups_earn_no_coverage(domain: ToolEpisodesDomain) -> None:
+    """Coverage counted the oracle's calls made, whatever else was called: looking up every
+    customer id 10..98 and every discount tier (8 calls a turn), then no answer, earned
+    the get_customer/get_discount share of it without reading one result (reward 0.05-0.1
+    on orders with a discount); surplus calls now count against it, as missing ones do."""
+    calls = [{"name": "get_discount", "arguments": {"tier": t}} for t in ("bronze", "silver",
+                                                                           "gold")]
+    calls += [{"name": "get_customer", "arguments": {"customer_id": c}} for c in range(10, 99)]
+    for task in domain.tasks("test", difficulty=4, n=3):
+        spray = [json.dumps(calls[i:i + 8]) for i in range(0, len(calls), 8)]
+        ep = run_actions(domain.env(task), spray[: task.metadata["max_turns"] - 1] + ["done"])
+        assert ep.reward < 0.01, (task.id, ep.reward)
+        assert run_actions(domain.env(task), domain.oracle_actions(task)).reward == 1.0

@@ -48,6 +48,10 @@ class RewardFn:
     weight: float = 1.0
 
 
+TERM_SLACK = 1e-9
+"""How far outside [0, 1] a weighted rubric term may stray by float rounding."""
+
+
 class Rubric:
     """A weighted sum of reward functions, each logged separately.
 
@@ -57,7 +61,9 @@ class Rubric:
 
     Raises (from ``score``):
         GraderError: a reward function raised something other than a polyrl
-            infrastructure error (a grader bug), or returned NaN.
+            infrastructure error (a grader bug), returned NaN, or, for a term with weight
+            > 0, a value outside [0, 1] (``TERM_SLACK`` aside): clamping the sum hid it,
+            and an inf or 2.0 from one term made up for the others (``inf`` gave 1.0).
         TransientError: propagated unchanged (e.g. ``SandboxError``) so the caller
             can record or retry it.
     """
@@ -88,6 +94,9 @@ class Rubric:
                 raise GraderError(f"reward '{term.name}' failed on task {task.id}: {e!r}") from e
             if math.isnan(value):
                 raise GraderError(f"reward '{term.name}' returned NaN on task {task.id}")
+            if term.weight > 0 and not -TERM_SLACK <= value <= 1.0 + TERM_SLACK:
+                raise GraderError(f"reward '{term.name}' returned {value!r} on task {task.id}: "
+                                  "a weighted term must be in [0, 1]")
             components[term.name] = value
             if term.weight > 0:
                 total += term.weight * value

