@@ -14,10 +14,11 @@ finished run reads its state through ``rundir`` and answers without them.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import Any
+
+from polyrl.lazy import lazy_exports
 
 _LAZY = {
     "DomainResult": "evaluate",
@@ -36,23 +37,7 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name from its submodule on first use, then keep it.
-
-    Raises:
-        AttributeError: ``name`` is no public name (``from polyrl.eval import rundir``
-            then imports the submodule, as Python does for packages).
-    """
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names and the public ones not imported yet."""
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 class _Package(types.ModuleType):

@@ -15,13 +15,9 @@ them).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from polyrl.config import RunConfig, load_config
 from polyrl.train.distributed import DataParallel
@@ -79,6 +75,7 @@ def follow_main_job(run_dir: Path, dp: DataParallel) -> int:
         RuntimeError: a collective failed (another rank died).
     """
     from polyrl.eval import setup
+    from polyrl.eval.pipeline import Hooks, first_signal_sets
     from polyrl.scheduler import Scheduler
     from polyrl.train import Trainer
 
@@ -92,29 +89,8 @@ def follow_main_job(run_dir: Path, dp: DataParallel) -> int:
     signalled = threading.Event()
     # scores run in memory here: rank 0's scheduler owns the run's state.sqlite
     with Scheduler(workers=setup.scheduler_workers(cfg), executor=cfg.scheduler.backend,
-                   seed=cfg.run.seed) as sched, _signals_set(signalled):
+                   seed=cfg.run.seed) as sched, first_signal_sets(signalled, Hooks()):
         trainer = Trainer.resume(cfg, policy, domains, run_dir, scheduler=sched, dp=dp)
         trainer.cfg.run.time_budget_s = 0.0  # rank 0 decides when time is up
         trainer.fit()
     return 130 if signalled.is_set() and trainer.step < cfg.train.steps else 0
-
-
-@contextlib.contextmanager
-def _signals_set(flag: threading.Event) -> Iterator[None]:
-    """The first SIGINT/SIGTERM sets ``flag`` (rank 0 decides the stop); a second raises
-    KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        if flag.is_set():
-            raise KeyboardInterrupt
-        flag.set()
-
-    old = signal.signal(signal.SIGINT, handler), signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old[0])
-        signal.signal(signal.SIGTERM, old[1])

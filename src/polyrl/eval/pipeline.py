@@ -383,7 +383,7 @@ class _Job:
                 raise _StopAfterStep
 
         try:
-            with _first_sigint_sets(stop, self.hooks, stopped_by):
+            with first_signal_sets(stop, self.hooks, stopped_by):
                 if dp is None:
                     trainer.fit(on_step=on_step)
                 else:  # every rank stops after the same step: fit broadcasts the decision
@@ -524,10 +524,12 @@ def _cpu_s() -> float:
 
 
 @contextlib.contextmanager
-def _first_sigint_sets(flag: threading.Event, hooks: Hooks,
+def first_signal_sets(flag: threading.Event, hooks: Hooks,
                        stopped_by: list[str] | None = None) -> Iterator[None]:
     """First Ctrl-C (or SIGTERM) sets ``flag`` (finish the step, then stop) and appends
-    its name (``"Ctrl-C"``, ``"SIGTERM"``) to ``stopped_by``; the second raises at once."""
+    its name (``"Ctrl-C"``, ``"SIGTERM"``) to ``stopped_by``; the second raises
+    KeyboardInterrupt at once. Main thread only (elsewhere it does nothing). Used by
+    the main job's RL stage and by the followers of a torchrun session."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
