@@ -44,6 +44,19 @@ def test_run_under_torchrun_needs_a_run_dir(tmp_path):
     assert not list(tmp_path.iterdir())  # no run directory was made
 
 
+@pytest.mark.parametrize("args", [
+    ["eval", "--policy", "oracle", "--domains", "code/humaneval-v1"],
+    ["headroom", "--policy", "tiny", "--domains", "math/arith-v1"]])
+def test_one_process_commands_are_refused_under_torchrun(tmp_path, args):
+    # each rank ran the whole eval: two reports, two writers of one --results-out file
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "1", "PYTHONPATH": SRC}
+    p = subprocess.run([sys.executable, "-m", "polyrl", *args], env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert f"polyrl {args[0]} runs in one process" in p.stderr
+    assert not p.stdout
+
+
 def test_rank0_failing_before_rl_releases_the_other_rank(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "stray.txt").write_text("not a run")  # new_run refuses it

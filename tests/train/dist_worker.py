@@ -3,7 +3,8 @@
 
 ``update``: ``policy_update`` of every case of ``UPDATE_CASES`` on this rank's share of
 ``update_groups()``; writes ``OUT/update-<case>-rank<r>.pt`` (parameters and figures);
-then rank 0 releases rank 1 as a failed session (``OUT/follower-exit-code``).
+then rank 0 releases rank 1 as a failed session (``OUT/follower-exit-code``) and, once
+rank 1 has exited, ends a session with exit 130 (``OUT/interrupted-exit``).
 ``trainer``: ``TRAINER_STEPS`` steps of a ``Trainer`` in ``OUT/run``; writes
 ``OUT/trainer-rank<r>.pt`` (parameters, metrics history).
 ``crash``: rank 0 raises in step 2; rank 1 writes the error it got to ``OUT/rank1-error``.
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import random
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -100,8 +103,42 @@ def _update_mode(dp, out: Path) -> None:
         handoff = HandOff(dp)
         handoff.release(failed=True)
         handoff.release()  # once only: a second would wait for a partner forever
+        _interrupted_after_follower_left(dp, out)
     else:
         (out / "follower-exit-code").write_text(str(follow_main_job(out, dp)))
+        (out / "follower-pid").write_text(str(os.getpid()))
+        os._exit(0)  # gone as a rank torchrun ended is (no destroy: rank 0 still holds the group)
+
+
+def _interrupted_after_follower_left(dp, out: Path) -> None:
+    """Rank 0, once rank 1 has exited: ``_data_parallel`` whose main job ends with exit
+    130 (SIGTERM before RL, torchrun having ended the other ranks); writes the exception
+    that came out to ``OUT/interrupted-exit``."""
+    import typer
+
+    from polyrl.cli.run import _data_parallel
+
+    pid_file, deadline = out / "follower-pid", time.monotonic() + 120
+    while time.monotonic() < deadline:  # gone: no such process, or a zombie
+        if pid_file.is_file() and pid_file.read_text():
+            try:
+                stat = Path(f"/proc/{pid_file.read_text()}/stat").read_text()
+            except OSError:
+                break
+            if stat.rsplit(")", 1)[1].split()[0] in "ZX":
+                break
+        time.sleep(0.1)
+
+    class Start:
+        run_dir = out
+
+        def __call__(self, handoff) -> None:
+            raise typer.Exit(130)
+
+    try:
+        _data_parallel(Start())
+    except BaseException as e:  # noqa: BLE001 - what came out is the finding
+        (out / "interrupted-exit").write_text(f"{type(e).__name__} {getattr(e, 'exit_code', e)}")
 
 
 def trainer_cfg():
@@ -166,7 +203,8 @@ def main() -> None:
     assert dp is not None and dp.world_size == 2
     mode, out = sys.argv[1], Path(sys.argv[2])
     {"update": _update_mode, "trainer": _trainer_mode, "crash": _crash_mode}[mode](dp, out)
-    torch.distributed.destroy_process_group()
+    if torch.distributed.is_initialized():  # update mode's rank 0 has destroyed it
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

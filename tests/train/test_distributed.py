@@ -78,6 +78,12 @@ def test_a_follower_released_by_a_failed_rank0_exits_1(update_runs):
     assert (update_runs / "follower-exit-code").read_text() == "1"
 
 
+def test_rank0_interrupted_after_the_others_left_keeps_its_exit_130(update_runs):
+    # the release to a rank torchrun already ended failed, and its RuntimeError ("Connection
+    # closed by peer") replaced the exit 130 and its resume hint with a traceback
+    assert (update_runs / "interrupted-exit").read_text() == "Exit 130"
+
+
 @pytest.mark.slow
 def test_two_rank_trainer_stays_in_lockstep_and_checkpoints_for_one_process(tmp_path):
     launch("trainer", tmp_path)

@@ -51,11 +51,24 @@ app = typer.Typer(
 )
 
 
+DATA_PARALLEL_COMMANDS = ("run", "resume")
+"""The commands that train data parallel under torchrun (``WORLD_SIZE`` > 1); the others
+run in one process and are refused there (each rank would run the whole command)."""
+
+
 @app.callback()
 def _root(
+    ctx: typer.Context,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars or logs."),
 ) -> None:
     """RL post-training of language models across many verifiable domains."""
+    world = os.environ.get("WORLD_SIZE", "1")
+    if world.strip() not in ("", "0", "1") and ctx.invoked_subcommand not in \
+            DATA_PARALLEL_COMMANDS:  # every rank would do all the work and write the same files
+        print_error(f"polyrl {ctx.invoked_subcommand} runs in one process; under torchrun "
+                    f"(WORLD_SIZE={world}) only polyrl run and polyrl resume are data "
+                    "parallel: start it without torchrun")
+        raise typer.Exit(2)
     state.quiet = quiet
     if quiet:  # the libraries' own bars too (transformers' "Loading weights", hub
         # downloads): read from the environment when they are imported

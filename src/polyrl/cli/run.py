@@ -146,7 +146,10 @@ def _data_parallel(start: Any) -> None:
         try:
             start(handoff)
         except BaseException:
-            handoff.release(failed=True)
+            # the other ranks may be gone (torchrun passed them the same SIGTERM): a
+            # failed release must not replace rank 0's own exit (130 and the resume hint)
+            with contextlib.suppress(Exception):
+                handoff.release(failed=True)
             raise
         handoff.release()
     finally:
