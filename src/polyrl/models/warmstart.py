@@ -10,7 +10,10 @@ e.g. DeepSeek-R1's cold start, arXiv:2501.12948, at toy scale).
 
 The result is cached under ``cache_dir/<key>/`` (``save_pretrained`` model +
 tokenizer + ``warmstart.json``) where ``key`` hashes everything that shapes the
-model, so a second run loads it in well under a second.
+model, so a second run loads it in well under a second. A warm start cut short by its
+time budget (``warm_start_s``) before ``warm_start_steps`` is not cached: it goes to
+``cache_dir/cut-short/<key>-<time>-<random>/`` for the run that built it, and the next run
+builds the model again.
 
 This module knows nothing of domains: callers pass the demonstrations
 (``polyrl.eval.pipeline`` builds them from ``Domain.tasks`` and ``Domain.oracle``).
@@ -23,6 +26,7 @@ import json
 import os
 import random
 import shutil
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -49,7 +53,8 @@ class WarmStartStats:
     Attributes:
         steps: optimizer steps taken; examples: demonstrations seen (with repeats);
         seconds: wall seconds spent training; first_loss / last_loss: mean token
-        cross-entropy (nats) of the first and the last 20 steps; demos: distinct
+        cross-entropy (nats) of the first and the last 20 steps (of half the steps,
+        when there are fewer than 40: the windows never overlap); demos: distinct
         demonstrations; tokens: answer tokens trained on (with repeats).
     """
 
@@ -202,7 +207,8 @@ def supervised_warm_start(
             one padded row each; see ``collate``).
         on_step: ``on_step(step, elapsed_s, loss)`` after each step; ``loss`` is the mean
             answer-token loss of the last ``LOSS_WINDOW`` steps (one step's loss is
-            noisy), so after the last step it equals ``WarmStartStats.last_loss``.
+            noisy), so after the last step of a warm start of 40 steps or more it equals
+            ``WarmStartStats.last_loss``.
 
     Returns:
         ``WarmStartStats``.
@@ -252,9 +258,12 @@ def supervised_warm_start(
             on_step(stats.steps, time.monotonic() - start, sum(recent) / len(recent))
     model.eval()
     stats.seconds = time.monotonic() - start
-    if losses:
-        stats.first_loss = sum(losses[:LOSS_WINDOW]) / len(losses[:LOSS_WINDOW])
-        stats.last_loss = sum(losses[-LOSS_WINDOW:]) / len(losses[-LOSS_WINDOW:])
+    if losses:  # windows of at most half the steps: with fewer than 2 x LOSS_WINDOW
+        # steps the first and last windows overlapped, and under 20 steps both were all
+        # of them ("loss 4.76 -> 4.76" after 13 steps that moved it)
+        k = max(1, min(LOSS_WINDOW, len(losses) // 2))
+        stats.first_loss = sum(losses[:k]) / k
+        stats.last_loss = sum(losses[-k:]) / k
     return stats
 
 
@@ -327,6 +336,12 @@ def build_base_model(
             "tiny": tiny.model_dump(), "stats": asdict(stats),
             "parameters": sum(p.numel() for p in model.parameters())}
     (tmp / "warmstart.json").write_text(json.dumps(info, indent=2))
+    short = cut_short_note(tiny, info)
+    if short:  # kept for this run alone: the cache holds complete warm starts only (a
+        # busy machine's 13-of-600-step model was reused by every later run)
+        (root / "cut-short").mkdir(exist_ok=True)
+        final = Path(tempfile.mkdtemp(prefix=f"{key}-{time.strftime('%Y%m%d-%H%M%S')}-",
+                                      dir=root / "cut-short"))  # empty: replaced below
     try:
         os.replace(tmp, final)  # atomic publish; a concurrent builder may have won
     except OSError:
@@ -334,11 +349,10 @@ def build_base_model(
     if log:
         log(f"base model: {stats.steps} SFT steps in {stats.seconds:.0f}s (loss "
             f"{stats.first_loss:.2f} -> {stats.last_loss:.2f}; the bar also counts the "
-            f"demonstrations and the save), cached at {final}")
-        short = cut_short_note(tiny, info)
+            f"demonstrations and the save), " + (f"at {final}" if short else f"cached at {final}"))
         if short:
-            log(f"warning: {short}: every run with these settings reuses it; delete {final} to "
-                "build it again (on an idle machine, or with a larger warm_start_s)")
+            log(f"warning: {short}: kept for this run alone, not cached: the next run builds "
+                "it again (on an idle machine, or give model.tiny.warm_start_s more time)")
     return final
 
 
