@@ -18,6 +18,10 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory.")) -> None
     """
     if not run_dir.is_dir():  # before the imports below (torch, matplotlib: seconds)
         fail(f"{run_dir}: not a directory", code=2)
+    if not (run_dir / "summary.json").is_file() and \
+            not (run_dir / "eval" / "baseline.jsonl").is_file():  # as load_summary says, sooner
+        fail(f"{run_dir}: no summary.json and no eval/baseline.jsonl: not a run directory "
+             "whose baseline evaluation has finished", code=2)
     from polyrl.eval.report import report as write_report
 
     try:
