@@ -107,3 +107,7 @@ def test_sigterm_stops_both_ranks_after_one_step_and_resume_finishes(tmp_path, c
         assert (run / name).exists(), name
     state = json.loads((run / "run_state.json").read_text())
     assert state["status"] == "done" and state["sessions"] == 2
+    notes = json.loads((run / "summary.json").read_text())["notes"]
+    for session in (1, 2):  # a reader of the report learns it ran on 2 processes
+        assert any(n.startswith(f"session {session} trained data parallel on 2 processes")
+                   for n in notes), notes

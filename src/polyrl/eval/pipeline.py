@@ -353,6 +353,9 @@ class _Job:
         if self.handoff is not None:
             self.handoff.start(self.state["base_model"])
             dp = self.handoff.dp
+            self._note(f"session {self.state['sessions']} trained data parallel on "
+                       f"{dp.world_size} processes (torchrun): each RL step's prompts were "
+                       "split between them")
         trainer = self._trainer(dp)
         budget = self.cfg.run.time_budget_s
         if budget > 0:  # the budget covers all sessions together
